@@ -1,0 +1,151 @@
+use super::*;
+
+const GOOD: &str = r#"
+version: 2
+source:
+  type: postgres
+  dsn_env: APP_DB
+  statement_timeout_ms: 5000
+  max_rows: 500
+triggers:
+  declined_charge:
+    description: A card payment was declined
+    sql: SELECT id, account_id, attempted_at FROM payment_attempts WHERE status = 'declined'
+    event_time: attempted_at
+    key: [account_id]
+    lookback: 15m
+rules:
+  billing_ticket:
+    trigger: declined_charge
+    description: Open a ticket
+    policy: once_per_period
+    period: week
+    timezone: America/New_York
+  every_third:
+    trigger: declined_charge
+    policy: once_per_n
+    n: 3
+  first_ever:
+    trigger: declined_charge
+    policy: once_ever
+"#;
+
+#[test]
+fn a_version_2_document_is_accepted_unchanged() {
+    let defs = parse(GOOD).unwrap();
+    let src = defs.source(DEFAULT_SOURCE).unwrap();
+    assert_eq!(src.kind, Some(Dialect::Postgres));
+    assert_eq!(src.dsn_env, "APP_DB");
+    assert_eq!(src.page_size, 500);
+    assert_eq!(src.statement_timeout, Duration::from_secs(5));
+    let t = defs.trigger("declined_charge").unwrap();
+    assert_eq!(t.key, vec!["account_id"]);
+    assert_eq!(t.source, DEFAULT_SOURCE);
+    assert_eq!(t.lookback, SignedDuration::from_mins(15));
+    assert_eq!(t.poll_interval, DEFAULT_POLL_INTERVAL);
+    let rule = defs.rule("billing_ticket").unwrap();
+    assert_eq!(
+        rule.cadence,
+        Cadence::OncePerPeriod { period: Period::Week, tz: TimeZone::get("America/New_York").unwrap() }
+    );
+    assert_eq!(defs.rule("every_third").unwrap().cadence, Cadence::OncePerN { n: 3 });
+    assert_eq!(defs.rule("first_ever").unwrap().cadence, Cadence::OnceEver);
+    let names: Vec<&str> = defs.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["billing_ticket", "every_third", "first_ever"], "file order is kept");
+}
+
+#[test]
+fn three_independent_mistakes_are_all_reported_with_their_paths() {
+    let doc = GOOD
+        .replace("period: week", "period: fortnight")
+        .replace("trigger: declined_charge\n    policy: once_ever", "trigger: declined_charges\n    policy: once_ever")
+        .replace("    lookback: 15m", "    lookback: 15m\n    evnt_time: x");
+    let problems = parse(&doc).unwrap_err().0;
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["triggers.declined_charge.evnt_time", "rules.billing_ticket.period", "rules.first_ever.trigger"], "{problems:#?}");
+    assert!(problems[0].message.contains("did you mean \"event_time\""), "{}", problems[0].message);
+    assert!(problems[1].message.contains("use day, week or month"));
+    assert!(problems[2].message.contains("known triggers: declined_charge"), "{}", problems[2].message);
+}
+
+#[test]
+fn unknown_keys_are_errors_at_every_level() {
+    let doc = GOOD.replace("version: 2", "version: 2\nrulez: {}").replace("max_rows: 500", "max_rows: 500\n  password: x");
+    let problems = parse(&doc).unwrap_err().0;
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["(document).rulez", "source.password"]);
+}
+
+#[test]
+fn the_sql_guard_runs_as_part_of_validation() {
+    let doc = GOOD.replace(
+        "SELECT id, account_id, attempted_at FROM payment_attempts WHERE status = 'declined'",
+        "DELETE FROM payment_attempts",
+    );
+    let problems = parse(&doc).unwrap_err().0;
+    assert_eq!(problems[0].path, "triggers.declined_charge.sql");
+    assert!(problems[0].message.contains("DELETE"), "{}", problems[0].message);
+}
+
+#[test]
+fn cadence_settings_must_fit_the_policy() {
+    let doc = r#"
+version: 2
+triggers:
+  t: { sql: "SELECT 1 AS a, now() AS at", event_time: at, key: [a] }
+rules:
+  no_policy: { trigger: t }
+  no_period: { trigger: t, policy: once_per_period }
+  n_zero: { trigger: t, policy: once_per_n, n: 0 }
+  stray_n: { trigger: t, policy: once_ever, n: 2 }
+  bad_zone: { trigger: t, policy: once_ever, timezone: Mars/Olympus }
+"#;
+    let problems = parse(doc).unwrap_err().0;
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["rules.no_policy.policy", "rules.no_period.period", "rules.n_zero.n", "rules.stray_n.n", "rules.bad_zone.timezone"]
+    );
+}
+
+#[test]
+fn version_is_required_and_must_be_2() {
+    let p = parse("triggers: {}\n").unwrap_err().0;
+    assert_eq!(p[0].path, "version");
+    let p = parse("version: 3\n").unwrap_err().0;
+    assert!(p[0].message.contains("unsupported version 3"));
+    assert!(parse("version: 2\n").is_ok());
+}
+
+#[test]
+fn a_trigger_naming_an_unknown_source_lists_the_known_ones() {
+    let doc = GOOD.replace("    lookback: 15m", "    lookback: 15m\n    source: warehouse");
+    let p = parse(&doc).unwrap_err().0;
+    assert_eq!(p[0].path, "triggers.declined_charge.source");
+    assert!(p[0].message.contains("known sources: default"), "{}", p[0].message);
+}
+
+#[test]
+fn anchored_rules_take_an_anchor_instead_of_a_policy() {
+    let doc = r#"
+version: 2
+triggers:
+  meeting: { sql: "SELECT id, starts_at, updated_at FROM meetings", event_time: updated_at, key: id }
+rules:
+  reminder:
+    trigger: meeting
+    anchor: { column: starts_at, lead: 15m, lead_column: lead_minutes }
+"#;
+    let defs = parse(doc).unwrap();
+    let Cadence::Anchored(a) = &defs.rule("reminder").unwrap().cadence else { panic!() };
+    assert_eq!(a.lead, SignedDuration::from_mins(15));
+    assert_eq!(a.grace, SignedDuration::from_mins(5));
+    assert_eq!(a.lead_column.as_deref(), Some("lead_minutes"));
+}
+
+#[test]
+fn invalid_yaml_is_one_problem_not_a_panic() {
+    let p = parse("version: [2\n").unwrap_err().0;
+    assert_eq!(p.len(), 1);
+    assert!(p[0].message.starts_with("not valid YAML"));
+}

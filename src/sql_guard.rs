@@ -1,0 +1,633 @@
+//! The SQL guard: a trigger's SQL is parsed in its source's dialect, refused unless it is one
+//! read-only query, and re-rendered from the checked syntax tree inside Rowfire's own window
+//! and keyset-paging wrapper. The original string never runs.
+
+use std::fmt;
+use std::ops::ControlFlow;
+
+use jiff::Timestamp;
+use sqlparser::ast::{Expr, Query, Select, Statement, Value as SqlValue, Visit, Visitor};
+use sqlparser::dialect::{Dialect as SqlDialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::parser::Parser;
+
+use crate::row::Value;
+
+/// The SQL dialect of a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+impl Dialect {
+    fn parser_dialect(self) -> Box<dyn SqlDialect> {
+        match self {
+            Dialect::Postgres => Box::new(PostgreSqlDialect {}),
+            Dialect::Sqlite => Box::new(SQLiteDialect {}),
+        }
+    }
+
+    /// Quotes an identifier for this dialect.
+    pub fn quote_ident(self, name: &str) -> String {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dialect::Postgres => "postgres",
+            Dialect::Sqlite => "sqlite",
+        })
+    }
+}
+
+/// Why the guard refused a trigger's SQL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    /// Nothing to run.
+    #[error("the SQL is empty; write one SELECT that returns the trigger's rows")]
+    Empty,
+    /// The parser rejected it.
+    #[error("the SQL does not parse as {dialect} SQL ({message}); check the syntax near that spot")]
+    Parse {
+        /// The dialect it was parsed in.
+        dialect: Dialect,
+        /// The parser's message.
+        message: String,
+    },
+    /// More than one statement.
+    #[error("the SQL holds {0} statements; a trigger is exactly one SELECT (remove the others)")]
+    MultipleStatements(usize),
+    /// A statement that is not a query.
+    #[error("the SQL is a {0} statement; a trigger must be one read-only query (SELECT, UNION, VALUES)")]
+    NotAQuery(String),
+    /// A data-modifying or DDL statement nested somewhere in the query.
+    #[error("the SQL contains a {0} statement (inside a CTE or subquery); triggers may only read")]
+    NestedStatement(String),
+    /// `SELECT … INTO` creates a table.
+    #[error("SELECT … INTO creates a table; remove the INTO clause")]
+    SelectInto,
+    /// `FOR UPDATE` / `FOR SHARE`.
+    #[error("the SQL takes row locks ({0}); remove the locking clause, triggers only read")]
+    Locking(String),
+    /// A placeholder other than `:since` and `:until`.
+    #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
+    Placeholder(String),
+}
+
+/// A trigger's query that passed the guard. Only its syntax tree is kept.
+#[derive(Debug, Clone)]
+pub struct CheckedQuery {
+    dialect: Dialect,
+    query: Query,
+    names_window: bool,
+}
+
+/// Parses `sql` in `dialect` and refuses anything but one read-only query.
+pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
+    let parser_dialect = dialect.parser_dialect();
+    let statements = Parser::parse_sql(parser_dialect.as_ref(), sql)
+        .map_err(|e| GuardError::Parse { dialect, message: e.to_string() })?;
+    inspect_statements(statements, dialect)
+}
+
+/// Checks SQL whose source's engine is not known yet (no `type`, no DSN at hand), with a
+/// dialect that accepts the syntax of every supported engine. The real dialect is checked again
+/// when the source is connected.
+pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
+    let statements = Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql)
+        .map_err(|e| GuardError::Parse { dialect: Dialect::Postgres, message: e.to_string() })?;
+    inspect_statements(statements, Dialect::Postgres).map(|_| ())
+}
+
+fn inspect_statements(statements: Vec<Statement>, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
+    let statement = match statements.len() {
+        0 => return Err(GuardError::Empty),
+        1 => statements.into_iter().next().expect("one statement"),
+        n => return Err(GuardError::MultipleStatements(n)),
+    };
+    let Statement::Query(query) = statement else {
+        return Err(GuardError::NotAQuery(statement_kind(&statement)));
+    };
+    let mut inspector = Inspector::default();
+    if let ControlFlow::Break(err) = query.visit(&mut inspector) {
+        return Err(err);
+    }
+    Ok(CheckedQuery { dialect, query: *query, names_window: inspector.since || inspector.until })
+}
+
+fn statement_kind(statement: &Statement) -> String {
+    let text = statement.to_string();
+    let mut words = text.split_whitespace().take(2).map(str::to_uppercase);
+    let first = words.next().unwrap_or_default();
+    match (first.as_str(), words.next()) {
+        ("CREATE" | "DROP" | "ALTER", Some(second)) => format!("{first} {second}"),
+        _ => first,
+    }
+}
+
+#[derive(Default)]
+struct Inspector {
+    since: bool,
+    until: bool,
+}
+
+impl Visitor for Inspector {
+    type Break = GuardError;
+
+    fn pre_visit_statement(&mut self, statement: &Statement) -> ControlFlow<GuardError> {
+        ControlFlow::Break(GuardError::NestedStatement(statement_kind(statement)))
+    }
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<GuardError> {
+        if let Some(lock) = query.locks.first() {
+            return ControlFlow::Break(GuardError::Locking(lock.to_string()));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<GuardError> {
+        if select.into.is_some() {
+            return ControlFlow::Break(GuardError::SelectInto);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
+        if let Expr::Value(v) = expr
+            && let SqlValue::Placeholder(name) = &v.value
+        {
+            match name.as_str() {
+                ":since" => self.since = true,
+                ":until" => self.until = true,
+                other => return ControlFlow::Break(GuardError::Placeholder(other.to_string())),
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A value bound to a rendered statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bind {
+    /// A window bound (`:since`, `:until`, or Rowfire's own window).
+    Instant(Timestamp),
+    /// A keyset value from the previous page, with the PostgreSQL type to cast it to.
+    Value {
+        /// The value, as read from the last row of the previous page.
+        value: Value,
+        /// The column's PostgreSQL type name (ignored on SQLite).
+        pg_type: Option<String>,
+    },
+}
+
+/// A statement ready to run: SQL text with numbered placeholders and the values they take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The SQL text.
+    pub sql: String,
+    /// Values for `$1…` (PostgreSQL) or `?1…` (SQLite), in order.
+    pub binds: Vec<Bind>,
+}
+
+/// Whether binds become placeholders (to run) or literals (to show a person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placeholders {
+    /// `$1` / `?1`, with values bound separately.
+    Numbered,
+    /// Literals written into the text, for `rowfire explain`.
+    Inline,
+}
+
+/// The half-open time window a poll or backtest reads: `since <= clock < until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Inclusive start.
+    pub since: Timestamp,
+    /// Exclusive end.
+    pub until: Timestamp,
+}
+
+/// Where the previous page ended: the last row's clock and key values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keyset {
+    /// The clock as compared in SQL (PostgreSQL: the column's value; SQLite: normalised text).
+    pub clock: Value,
+    /// The clock column's PostgreSQL type.
+    pub clock_type: Option<String>,
+    /// Key values with their PostgreSQL types.
+    pub key: Vec<(Value, Option<String>)>,
+}
+
+/// Which rows of the window a statement selects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slice<'a> {
+    /// The first page.
+    First,
+    /// The page after a keyset.
+    After(&'a Keyset),
+    /// Rows tied with a keyset on clock and key (read when a page ends inside a tie).
+    TiedWith(&'a Keyset),
+}
+
+/// The column SQLite reads the normalised clock into, stripped before rows reach callers.
+pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
+
+/// The clock and key columns a trigger pages by.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// The clock (`event_time`) column.
+    pub clock: &'a str,
+    /// The key columns.
+    pub key: &'a [String],
+}
+
+struct Builder {
+    dialect: Dialect,
+    mode: Placeholders,
+    binds: Vec<Bind>,
+    since: Option<String>,
+    until: Option<String>,
+    window: Window,
+}
+
+impl Builder {
+    fn new(dialect: Dialect, mode: Placeholders, window: Window) -> Self {
+        Builder { dialect, mode, binds: Vec::new(), since: None, until: None, window }
+    }
+
+    fn push(&mut self, bind: Bind) -> String {
+        let text = match self.mode {
+            Placeholders::Inline => self.literal(&bind),
+            Placeholders::Numbered => {
+                let n = self.binds.len() + 1;
+                match (self.dialect, &bind) {
+                    (Dialect::Postgres, Bind::Value { pg_type: Some(ty), .. }) => {
+                        format!("CAST(${n} AS {ty})")
+                    }
+                    (Dialect::Postgres, _) => format!("${n}"),
+                    (Dialect::Sqlite, _) => format!("?{n}"),
+                }
+            }
+        };
+        if self.mode == Placeholders::Numbered {
+            self.binds.push(bind);
+        }
+        text
+    }
+
+    fn since(&mut self) -> String {
+        if self.since.is_none() {
+            self.since = Some(self.push(Bind::Instant(self.window.since)));
+        }
+        self.since.clone().expect("set above")
+    }
+
+    fn until(&mut self) -> String {
+        if self.until.is_none() {
+            self.until = Some(self.push(Bind::Instant(self.window.until)));
+        }
+        self.until.clone().expect("set above")
+    }
+
+    fn literal(&self, bind: &Bind) -> String {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        match (self.dialect, bind) {
+            (Dialect::Postgres, Bind::Instant(ts)) => format!("{}::timestamptz", quote(&ts.to_string())),
+            (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
+            (_, Bind::Value { value: Value::Null, .. }) => "NULL".into(),
+            (Dialect::Postgres, Bind::Value { value, pg_type }) => {
+                let text = quote(&value.to_sql_text().unwrap_or_default());
+                match pg_type {
+                    Some(ty) => format!("CAST({text} AS {ty})"),
+                    None => text,
+                }
+            }
+            (Dialect::Sqlite, Bind::Value { value, .. }) => match value {
+                Value::Int(_) | Value::Float(_) | Value::Decimal(_) => value.to_string(),
+                Value::Bool(b) => (*b as i32).to_string(),
+                other => quote(&other.to_sql_text().unwrap_or_default()),
+            },
+        }
+    }
+}
+
+/// The text SQLite compares clocks as: `strftime('%Y-%m-%d %H:%M:%f')` of the instant in UTC.
+pub fn sqlite_clock_text(ts: Timestamp) -> String {
+    ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+impl CheckedQuery {
+    /// The dialect the query was checked in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Whether the author's SQL names `:since` or `:until` itself (then Rowfire binds them
+    /// directly instead of wrapping the query in its window).
+    pub fn names_window(&self) -> bool {
+        self.names_window
+    }
+
+    fn inner(&self, b: &mut Builder) -> String {
+        let mut query = self.query.clone();
+        let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
+            if let Expr::Value(v) = expr
+                && let SqlValue::Placeholder(name) = &mut v.value
+            {
+                *name = if name == ":since" { b.since() } else { b.until() };
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        query.to_string()
+    }
+
+    fn clock_expr(&self, clock: &str) -> String {
+        let col = format!("t.{}", self.dialect.quote_ident(clock));
+        match self.dialect {
+            Dialect::Postgres => col,
+            Dialect::Sqlite => format!("strftime('%Y-%m-%d %H:%M:%f', {col})"),
+        }
+    }
+
+    fn key_exprs(&self, key: &[String]) -> Vec<String> {
+        key.iter().map(|k| format!("t.{}", self.dialect.quote_ident(k))).collect()
+    }
+
+    /// Rowfire's window predicate over the wrapped query, or only "clock is not NULL" when the
+    /// author binds `:since`/`:until` themselves.
+    fn window_predicate(&self, b: &mut Builder, clock: &str) -> String {
+        let clock = self.clock_expr(clock);
+        if self.names_window {
+            format!("{clock} IS NOT NULL")
+        } else {
+            format!("{clock} >= {} AND {clock} < {}", b.since(), b.until())
+        }
+    }
+
+    /// `SELECT * FROM (<query>) AS t LIMIT 0`: the query's output columns, without rows.
+    pub fn columns_sql(&self, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        Rendered { sql: format!("SELECT * FROM ({inner}) AS t LIMIT 0"), binds: b.binds }
+    }
+
+    /// One page of the window, ordered by (clock, key), NULL keys excluded (they are counted
+    /// separately). `limit` is `None` for tie reads.
+    pub fn page_sql(
+        &self,
+        shape: Shape<'_>,
+        window: Window,
+        slice: Slice<'_>,
+        limit: Option<usize>,
+        mode: Placeholders,
+    ) -> Rendered {
+        let mut b = Builder::new(self.dialect, mode, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        let keys = self.key_exprs(shape.key);
+        let select = match self.dialect {
+            Dialect::Postgres => "t.*".to_string(),
+            Dialect::Sqlite => format!("t.*, {clock} AS {}", self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)),
+        };
+        let mut sql = format!("SELECT {select} FROM ({inner}) AS t WHERE {}", self.window_predicate(&mut b, shape.clock));
+        for k in &keys {
+            sql.push_str(&format!(" AND {k} IS NOT NULL"));
+        }
+        let tuple = std::iter::once(clock.clone()).chain(keys.iter().cloned()).collect::<Vec<_>>();
+        let bound = |b: &mut Builder, ks: &Keyset| {
+            let mut out = vec![b.push(Bind::Value { value: ks.clock.clone(), pg_type: ks.clock_type.clone() })];
+            for (value, pg_type) in &ks.key {
+                out.push(b.push(Bind::Value { value: value.clone(), pg_type: pg_type.clone() }));
+            }
+            out
+        };
+        match slice {
+            Slice::First => {}
+            Slice::After(ks) => {
+                let values = bound(&mut b, ks);
+                sql.push_str(&format!(" AND ({}) > ({})", tuple.join(", "), values.join(", ")));
+            }
+            Slice::TiedWith(ks) => {
+                let values = bound(&mut b, ks);
+                for (col, val) in tuple.iter().zip(&values) {
+                    sql.push_str(&format!(" AND {col} = {val}"));
+                }
+            }
+        }
+        sql.push_str(&format!(" ORDER BY {}", tuple.join(", ")));
+        if let Some(limit) = limit {
+            sql.push_str(&format!(" LIMIT {limit}"));
+        }
+        Rendered { sql, binds: b.binds }
+    }
+
+    /// Counts rows whose clock is NULL (or, on SQLite, not a readable time), over the
+    /// unwindowed query (`:since`/`:until`, if named, still take the window).
+    pub fn null_clock_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        Rendered { sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"), binds: b.binds }
+    }
+
+    /// Counts rows in the window whose key has a NULL column.
+    pub fn null_key_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let any_null = self
+            .key_exprs(shape.key)
+            .iter()
+            .map(|k| format!("{k} IS NULL"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let predicate = self.window_predicate(&mut b, shape.clock);
+        Rendered {
+            sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {predicate} AND ({any_null})"),
+            binds: b.binds,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refuse(sql: &str, dialect: Dialect) -> GuardError {
+        check(sql, dialect).expect_err(sql)
+    }
+
+    fn accept(sql: &str, dialect: Dialect) -> CheckedQuery {
+        check(sql, dialect).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    const BOTH: [Dialect; 2] = [Dialect::Postgres, Dialect::Sqlite];
+
+    #[test]
+    fn empty_input_is_refused() {
+        for d in BOTH {
+            for sql in ["", "   ", "-- just a comment", ";"] {
+                assert_eq!(refuse(sql, d), GuardError::Empty, "{sql:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn more_than_one_statement_is_refused() {
+        for d in BOTH {
+            assert_eq!(refuse("SELECT 1; SELECT 2", d), GuardError::MultipleStatements(2));
+            assert_eq!(refuse("SELECT 1; DELETE FROM t", d), GuardError::MultipleStatements(2));
+        }
+    }
+
+    #[test]
+    fn statements_that_are_not_queries_are_refused() {
+        let cases = [
+            ("INSERT INTO t VALUES (1)", "INSERT"),
+            ("UPDATE t SET a = 1", "UPDATE"),
+            ("DELETE FROM t", "DELETE"),
+            ("CREATE TABLE x (a int)", "CREATE TABLE"),
+            ("DROP TABLE t", "DROP TABLE"),
+            ("ALTER TABLE t ADD COLUMN b int", "ALTER TABLE"),
+            ("CREATE INDEX i ON t (a)", "CREATE INDEX"),
+        ];
+        for d in BOTH {
+            for (sql, kind) in cases {
+                assert_eq!(refuse(sql, d), GuardError::NotAQuery(kind.into()), "{sql}");
+            }
+        }
+        for sql in ["TRUNCATE t", "GRANT SELECT ON t TO bob", "SET search_path = x", "BEGIN", "COPY t TO STDOUT", "VACUUM"] {
+            assert!(matches!(refuse(sql, Dialect::Postgres), GuardError::NotAQuery(_) | GuardError::Parse { .. }), "{sql}");
+        }
+        for sql in ["PRAGMA writable_schema = 1", "ATTACH DATABASE 'x.db' AS x", "VACUUM"] {
+            assert!(matches!(refuse(sql, Dialect::Sqlite), GuardError::NotAQuery(_) | GuardError::Parse { .. }), "{sql}");
+        }
+    }
+
+    #[test]
+    fn data_modifying_statements_inside_a_cte_are_refused() {
+        let cases = [
+            ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "DELETE"),
+            ("WITH i AS (INSERT INTO t (a) VALUES (1) RETURNING a) SELECT * FROM i", "INSERT"),
+            ("WITH u AS (UPDATE t SET a = 2 RETURNING a) SELECT * FROM u", "UPDATE"),
+            ("SELECT * FROM (WITH d AS (DELETE FROM t RETURNING id) SELECT id FROM d) AS x", "DELETE"),
+        ];
+        for (sql, kind) in cases {
+            assert_eq!(refuse(sql, Dialect::Postgres), GuardError::NestedStatement(kind.into()), "{sql}");
+        }
+    }
+
+    #[test]
+    fn select_into_is_refused() {
+        for d in BOTH {
+            assert_eq!(refuse("SELECT a INTO new_table FROM t", d), GuardError::SelectInto);
+        }
+    }
+
+    #[test]
+    fn locking_clauses_are_refused_anywhere() {
+        for sql in [
+            "SELECT * FROM t FOR UPDATE",
+            "SELECT * FROM t FOR SHARE",
+            "SELECT * FROM t FOR UPDATE SKIP LOCKED",
+            "SELECT * FROM (SELECT * FROM t FOR UPDATE) AS x",
+        ] {
+            assert!(matches!(refuse(sql, Dialect::Postgres), GuardError::Locking(_)), "{sql}");
+        }
+    }
+
+    #[test]
+    fn placeholders_other_than_since_and_until_are_refused() {
+        assert_eq!(refuse("SELECT * FROM t WHERE a > :other", Dialect::Postgres), GuardError::Placeholder(":other".into()));
+        assert_eq!(refuse("SELECT * FROM t WHERE a > $1", Dialect::Postgres), GuardError::Placeholder("$1".into()));
+        assert_eq!(refuse("SELECT * FROM t WHERE a > ?", Dialect::Sqlite), GuardError::Placeholder("?".into()));
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_with_the_dialect() {
+        let err = refuse("SELEKT * FROM", Dialect::Postgres);
+        assert!(matches!(err, GuardError::Parse { dialect: Dialect::Postgres, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn read_only_queries_of_every_shape_are_accepted() {
+        let cases = [
+            "SELECT a.id, b.total FROM accounts a JOIN bills b ON b.account_id = a.id LEFT JOIN plans p ON p.id = a.plan_id",
+            "SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE u.x > 1) AND EXISTS (SELECT 1 FROM v)",
+            "WITH recent AS (SELECT * FROM t WHERE x > 1), top AS (SELECT * FROM recent) SELECT * FROM top",
+            "SELECT id, row_number() OVER (PARTITION BY account_id ORDER BY created_at) AS n FROM t",
+            "SELECT id, coalesce(upper(name), lower(other)), length(name) FROM t",
+            "SELECT a FROM t UNION SELECT a FROM u",
+            "SELECT a FROM t UNION ALL SELECT a FROM u",
+            "SELECT a FROM t INTERSECT SELECT a FROM u",
+            "SELECT a FROM t EXCEPT SELECT a FROM u",
+            "VALUES (1, 'a'), (2, 'b')",
+            "SELECT * FROM t WHERE name LIKE '%100%' AND note = 'it''s'",
+        ];
+        for d in BOTH {
+            for sql in cases {
+                accept(sql, d);
+            }
+        }
+        accept("SELECT date_trunc('week', created_at)::date AS wk, now() - interval '1 day' FROM t", Dialect::Postgres);
+    }
+
+    #[test]
+    fn since_and_until_placeholders_are_found_by_the_parser_not_by_text() {
+        let q = accept("SELECT * FROM t WHERE created_at >= :since AND created_at < :until", Dialect::Postgres);
+        assert!(q.names_window());
+        let q = accept("SELECT ':since' AS label, created_at FROM t", Dialect::Postgres);
+        assert!(!q.names_window(), "a string literal is not a placeholder");
+        let q = accept("SELECT created_at AS since_at FROM t -- :since in a comment", Dialect::Sqlite);
+        assert!(!q.names_window());
+    }
+
+    fn window() -> Window {
+        Window { since: "2026-11-01T00:00:00Z".parse().unwrap(), until: "2026-11-29T00:00:00Z".parse().unwrap() }
+    }
+
+    #[test]
+    fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
+        let q = accept("select id, created_at from t   where kind = 'x' -- note", Dialect::Postgres);
+        let key = vec!["id".to_string()];
+        let shape = Shape { clock: "created_at", key: &key };
+        let r = q.page_sql(shape, window(), Slice::First, Some(100), Placeholders::Numbered);
+        assert_eq!(
+            r.sql,
+            "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL ORDER BY t.\"created_at\", t.\"id\" LIMIT 100"
+        );
+        assert_eq!(r.binds, vec![Bind::Instant(window().since), Bind::Instant(window().until)]);
+    }
+
+    #[test]
+    fn later_pages_continue_after_the_last_clock_and_key() {
+        let q = accept("SELECT id, created_at FROM t", Dialect::Postgres);
+        let key = vec!["id".to_string()];
+        let ks = Keyset {
+            clock: Value::Timestamp("2026-11-02T00:00:00Z".parse().unwrap()),
+            clock_type: Some("TIMESTAMPTZ".into()),
+            key: vec![(Value::Int(7), Some("INT4".into()))],
+        };
+        let shape = Shape { clock: "created_at", key: &key };
+        let r = q.page_sql(shape, window(), Slice::After(&ks), Some(10), Placeholders::Numbered);
+        assert!(r.sql.contains("AND (t.\"created_at\", t.\"id\") > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"), "{}", r.sql);
+        let shown = q.page_sql(shape, window(), Slice::After(&ks), Some(10), Placeholders::Inline);
+        assert!(shown.sql.contains("t.\"created_at\" >= '2026-11-01T00:00:00Z'::timestamptz"), "{}", shown.sql);
+        assert!(shown.sql.contains("CAST('7' AS INT4)"), "{}", shown.sql);
+        assert!(shown.binds.is_empty());
+    }
+
+    #[test]
+    fn authors_placeholders_are_bound_directly_instead_of_wrapping_the_window() {
+        let q = accept("SELECT id, at FROM t WHERE at >= :since AND at < :until AND at > :since", Dialect::Sqlite);
+        let key = vec!["id".to_string()];
+        let r = q.page_sql(Shape { clock: "at", key: &key }, window(), Slice::First, Some(5), Placeholders::Numbered);
+        assert!(r.sql.contains("WHERE at >= ?1 AND at < ?2 AND at > ?1"), "{}", r.sql);
+        assert!(r.sql.contains("IS NOT NULL"), "{}", r.sql);
+        assert_eq!(r.binds.len(), 2);
+    }
+}
