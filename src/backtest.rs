@@ -1,1 +1,193 @@
-//! todo
+//! Backtests: what a rule would have done over the last N days, as a floor, not a replay.
+//!
+//! The trigger's window is read page by page and every row is run through the rule's cadence in
+//! memory (the same [`cadence`](crate::cadence) functions the ledger uses).
+
+mod report;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use jiff::civil::Date;
+use jiff::{SignedDuration, Timestamp};
+
+use crate::cadence::{self, Cadence, Placement, Skip};
+use crate::definitions::{Definitions, Problems};
+use crate::row::Row;
+use crate::source::{Source, SourceError};
+use crate::sql_guard::{Shape, Window};
+
+pub use report::{DayCount, Report, Sample, ZeroRun};
+
+/// What a backtest could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum BacktestError {
+    /// The rule or its trigger is not defined.
+    #[error(transparent)]
+    Definitions(#[from] Problems),
+    /// The source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+/// How to run a backtest.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How many days back from `now`.
+    pub days: u32,
+    /// How many sample fires to show, spread across the window.
+    pub sample: usize,
+    /// The end of the window.
+    pub now: Timestamp,
+}
+
+/// What the cadence did with one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It fires: a new (key, bucket).
+    Fired {
+        /// The dedup key.
+        key: String,
+        /// The dedup bucket.
+        bucket: String,
+    },
+    /// Its (key, bucket) already fired, or (once_per_n) it is not an nth occurrence.
+    Collapsed,
+    /// It cannot fire; counted and reported.
+    Skipped(Skip),
+}
+
+/// A rule's cadence applied in memory, row after row in clock order.
+pub struct Simulator<'a> {
+    cadence: &'a Cadence,
+    key: &'a [String],
+    occurrence: &'a [String],
+    claimed: HashSet<(String, String)>,
+    keys: HashSet<String>,
+    occurrences: HashMap<String, Occurrences>,
+}
+
+struct Occurrences {
+    count: u64,
+    last_clock: Timestamp,
+    ids_at_last_clock: Vec<String>,
+}
+
+impl<'a> Simulator<'a> {
+    /// A simulator with nothing claimed yet.
+    pub fn new(cadence: &'a Cadence, key: &'a [String], occurrence: &'a [String]) -> Self {
+        Simulator { cadence, key, occurrence, claimed: HashSet::new(), keys: HashSet::new(), occurrences: HashMap::new() }
+    }
+
+    /// Distinct keys among rows that could fire.
+    pub fn distinct_keys(&self) -> u64 {
+        self.keys.len() as u64
+    }
+
+    /// Applies the cadence to one row. Rows must come in clock order.
+    pub fn evaluate(&mut self, row: &Row) -> Outcome {
+        let Some(clock) = row.clock else { return Outcome::Skipped(Skip::NullClock) };
+        let key = match cadence::dedup_key(row, self.key) {
+            Ok(k) => k,
+            Err(skip) => return Outcome::Skipped(skip),
+        };
+        let bucket = match self.cadence.place(clock, row) {
+            Err(skip) => return Outcome::Skipped(skip),
+            Ok(Placement::Bucket(b)) => b,
+            Ok(Placement::Occurrence) => {
+                let Cadence::OncePerN { n } = self.cadence else { unreachable!("only once_per_n counts") };
+                let id = cadence::occurrence_id(&key, clock, row, self.occurrence);
+                let seen = self.occurrences.entry(key.clone()).or_insert(Occurrences {
+                    count: 0,
+                    last_clock: clock,
+                    ids_at_last_clock: Vec::new(),
+                });
+                if seen.last_clock != clock {
+                    seen.last_clock = clock;
+                    seen.ids_at_last_clock.clear();
+                }
+                if seen.ids_at_last_clock.contains(&id) {
+                    self.keys.insert(key);
+                    return Outcome::Collapsed;
+                }
+                seen.ids_at_last_clock.push(id);
+                seen.count += 1;
+                let ordinal = seen.count;
+                self.keys.insert(key.clone());
+                return match cadence::nth_bucket(*n, ordinal) {
+                    Some(bucket) => Outcome::Fired { key, bucket },
+                    None => Outcome::Collapsed,
+                };
+            }
+        };
+        self.keys.insert(key.clone());
+        if self.claimed.insert((key.clone(), bucket.clone())) {
+            Outcome::Fired { key, bucket }
+        } else {
+            Outcome::Collapsed
+        }
+    }
+}
+
+/// Runs a rule's backtest over `[now - days, now)` on its trigger's source.
+pub async fn run(defs: &Definitions, rule_name: &str, source: &Source, opts: &Options) -> Result<Report, BacktestError> {
+    let (rule, trigger) = defs.rule_and_trigger(rule_name)?;
+    let query = source.check(&trigger.name, &trigger.sql)?;
+    let shape = Shape { clock: &trigger.event_time, key: &trigger.key };
+    let since = opts.now.checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days))).unwrap_or(Timestamp::MIN);
+    let window = Window { since, until: opts.now };
+    let started = Instant::now();
+    source.check_shape(&trigger.name, &query, shape, window).await?;
+
+    let tz = rule.cadence.time_zone();
+    let first_day = since.to_zoned(tz.clone()).date();
+    let last_day = opts.now.checked_sub(SignedDuration::from_nanos(1)).unwrap_or(opts.now).to_zoned(tz.clone()).date();
+    let mut per_day = vec![0u64; days_between(first_day, last_day) as usize + 1];
+    let mut report = Report::new(rule, trigger, source, opts, window, &tz);
+
+    let slices = opts.sample.max(1);
+    let slice_len = (window.until.as_second() - window.since.as_second()).max(1) as f64 / slices as f64;
+    let mut samples: Vec<Option<Sample>> = vec![None; slices];
+
+    let mut sim = Simulator::new(&rule.cadence, &trigger.key, &trigger.occurrence);
+    let mut reader = source.read_window(&query, shape, window).await?;
+    while let Some(page) = reader.next_page().await? {
+        for row in &page {
+            report.rows_matched += 1;
+            match sim.evaluate(row) {
+                Outcome::Fired { key, bucket } => {
+                    report.fires += 1;
+                    let clock = row.clock.expect("a fired row has a clock");
+                    let day = clock.to_zoned(tz.clone()).date();
+                    if let Some(n) = per_day.get_mut(days_between(first_day, day) as usize) {
+                        *n += 1;
+                    }
+                    let slot = (((clock.as_second() - window.since.as_second()) as f64 / slice_len) as usize).min(slices - 1);
+                    if opts.sample > 0 && samples[slot].is_none() {
+                        samples[slot] = Some(Sample { clock: clock.to_string(), key, bucket, row: row.to_json() });
+                    }
+                }
+                Outcome::Collapsed => report.collapsed += 1,
+                Outcome::Skipped(Skip::NullAnchor { .. }) => report.null_anchor_rows += 1,
+                Outcome::Skipped(Skip::NullKey { .. }) => report.null_key_rows += 1,
+                Outcome::Skipped(Skip::NullClock) => report.null_clock_rows += 1,
+            }
+        }
+    }
+    report.pages = reader.pages();
+    reader.finish().await;
+    // Rows with a NULL key are left out of every page (they cannot be paged by key); count them.
+    let null_keys = source.count_null_keys(&query, shape, window).await?;
+    report.null_key_rows += null_keys;
+    report.rows_matched += null_keys;
+    report.null_clock_rows += source.count_null_clocks(&query, shape, window).await?;
+    report.distinct_keys = sim.distinct_keys();
+    report.query_ms = started.elapsed().as_millis() as u64;
+    report.samples = samples.into_iter().flatten().collect();
+    report.set_days(first_day, &per_day);
+    Ok(report)
+}
+
+fn days_between(a: Date, b: Date) -> i64 {
+    a.until(b).map(|s| i64::from(s.get_days())).unwrap_or(0).max(0)
+}

@@ -1,0 +1,485 @@
+//! Sources: named, read-only connections to customer databases, and the paged reading of a
+//! trigger's time window through the SQL guard.
+//!
+//! Every session is read-only (PostgreSQL: `default_transaction_read_only` plus a read-only
+//! transaction; SQLite: opened read-only with `query_only`), carries a statement timeout, and is
+//! shown as `host:port/db` at most: a DSN never appears in output or errors.
+
+mod postgres;
+mod sqlite;
+
+use std::time::Duration;
+
+use sqlx::{PgPool, SqlitePool};
+
+use crate::definitions::SourceDef;
+use crate::row::{Row, Value};
+use crate::sql_guard::{self, CheckedQuery, Dialect, GuardError, Keyset, Placeholders, Rendered, Shape, Slice, Window};
+
+/// What went wrong reaching or reading a source. Messages never contain a DSN or a password.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The DSN's environment variable is not set.
+    #[error("source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://… or sqlite://path)")]
+    MissingDsn {
+        /// The source.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// The DSN is not a URL Rowfire reads.
+    #[error("source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read")]
+    BadDsn {
+        /// The source.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// The declared `type` and the DSN disagree.
+    #[error("source {name} is declared as type {declared} but its DSN is a {actual} URL; fix `type` or the DSN")]
+    KindMismatch {
+        /// The source.
+        name: String,
+        /// Declared engine.
+        declared: Dialect,
+        /// The DSN's engine.
+        actual: Dialect,
+    },
+    /// Connecting failed.
+    #[error("source {name} ({shown}): cannot connect: {message}")]
+    Connect {
+        /// The source.
+        name: String,
+        /// Where, without secrets.
+        shown: String,
+        /// Why.
+        message: String,
+    },
+    /// A query ran past the statement timeout.
+    #[error("source {name} ({shown}): the query ran past its {}s statement timeout; narrow it: index the clock column, read a shorter window (fewer --days), or raise statement_timeout_ms", .timeout.as_secs_f64())]
+    Timeout {
+        /// The source.
+        name: String,
+        /// Where, without secrets.
+        shown: String,
+        /// The timeout in force.
+        timeout: Duration,
+    },
+    /// The database refused or failed a query.
+    #[error("source {name} ({shown}): {message}")]
+    Query {
+        /// The source.
+        name: String,
+        /// Where, without secrets.
+        shown: String,
+        /// The database's message.
+        message: String,
+    },
+    /// The guard refused the trigger's SQL in the source's dialect.
+    #[error("trigger {trigger}: {error}")]
+    Guard {
+        /// The trigger.
+        trigger: String,
+        /// Why.
+        error: GuardError,
+    },
+    /// A column's type cannot be read.
+    #[error("source {name}: column {column} has type {type_name}, which Rowfire does not read; cast it in the trigger's SQL, for example {column}::text")]
+    UnsupportedType {
+        /// The source.
+        name: String,
+        /// The column.
+        column: String,
+        /// Its database type.
+        type_name: String,
+    },
+    /// The clock or a key column is not among the query's output columns, or the clock is not a time.
+    #[error("trigger {trigger}: {message}")]
+    Shape {
+        /// The trigger.
+        trigger: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+/// An output column of a trigger's query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Its name.
+    pub name: String,
+    /// Its database type name (`TIMESTAMPTZ`, `TEXT`, …; may be empty on SQLite).
+    pub type_name: String,
+}
+
+/// A connected, read-only source.
+#[derive(Debug, Clone)]
+pub struct Source {
+    name: String,
+    dialect: Dialect,
+    shown: String,
+    timeout: Duration,
+    page_size: usize,
+    pool: Pool,
+}
+
+#[derive(Debug, Clone)]
+enum Pool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// The engine a DSN names, from its scheme.
+pub fn dialect_of(dsn: &str) -> Option<Dialect> {
+    let scheme = dsn.split(':').next()?.to_ascii_lowercase();
+    match scheme.as_str() {
+        "postgres" | "postgresql" => Some(Dialect::Postgres),
+        "sqlite" => Some(Dialect::Sqlite),
+        _ => None,
+    }
+}
+
+impl Source {
+    /// Connects to the source `def` describes, reading its DSN from the environment.
+    pub async fn from_env(def: &SourceDef) -> Result<Source, SourceError> {
+        let dsn = std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty()).ok_or_else(|| {
+            SourceError::MissingDsn { name: def.name.clone(), var: def.dsn_env.clone() }
+        })?;
+        Source::connect(def, &dsn).await
+    }
+
+    /// Connects to `dsn` with the settings of `def`. Sessions are read-only.
+    pub async fn connect(def: &SourceDef, dsn: &str) -> Result<Source, SourceError> {
+        let bad = || SourceError::BadDsn { name: def.name.clone(), var: def.dsn_env.clone() };
+        let dialect = dialect_of(dsn).ok_or_else(bad)?;
+        if let Some(declared) = def.kind
+            && declared != dialect
+        {
+            return Err(SourceError::KindMismatch { name: def.name.clone(), declared, actual: dialect });
+        }
+        let (pool, shown) = match dialect {
+            Dialect::Postgres => {
+                let (pool, shown) = postgres::connect(dsn, def.statement_timeout).await.map_err(|e| match e {
+                    postgres::ConnectError::Dsn => bad(),
+                    postgres::ConnectError::Connect { shown, message } => {
+                        SourceError::Connect { name: def.name.clone(), shown, message: scrub(&message, dsn) }
+                    }
+                })?;
+                (Pool::Postgres(pool), shown)
+            }
+            Dialect::Sqlite => {
+                let (pool, shown) = sqlite::connect(dsn).await.map_err(|e| match e {
+                    sqlite::ConnectError::Dsn => bad(),
+                    sqlite::ConnectError::Connect { shown, message } => {
+                        SourceError::Connect { name: def.name.clone(), shown, message: scrub(&message, dsn) }
+                    }
+                })?;
+                (Pool::Sqlite(pool), shown)
+            }
+        };
+        Ok(Source {
+            name: def.name.clone(),
+            dialect,
+            shown,
+            timeout: def.statement_timeout,
+            page_size: def.page_size,
+            pool,
+        })
+    }
+
+    /// The source's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The source's engine.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Where the source is, without secrets: `host:port/db` or `sqlite:file`.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Rows per page.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Checks a trigger's SQL in this source's dialect.
+    pub fn check(&self, trigger: &str, sql: &str) -> Result<CheckedQuery, SourceError> {
+        sql_guard::check(sql, self.dialect).map_err(|error| SourceError::Guard { trigger: trigger.to_string(), error })
+    }
+
+    fn query_error(&self, e: sqlx::Error) -> SourceError {
+        let timed_out = match &e {
+            sqlx::Error::Database(db) => match self.dialect {
+                Dialect::Postgres => db.code().as_deref() == Some("57014"),
+                Dialect::Sqlite => db.message().contains("interrupted"),
+            },
+            _ => false,
+        };
+        if timed_out {
+            SourceError::Timeout { name: self.name.clone(), shown: self.shown.clone(), timeout: self.timeout }
+        } else {
+            let message = match &e {
+                sqlx::Error::Database(db) => db.message().to_string(),
+                other => other.to_string(),
+            };
+            SourceError::Query { name: self.name.clone(), shown: self.shown.clone(), message }
+        }
+    }
+
+    /// The query's output columns, found by running it with `LIMIT 0`.
+    pub async fn columns(&self, query: &CheckedQuery, window: Window) -> Result<Vec<Column>, SourceError> {
+        let rendered = query.columns_sql(window);
+        match &self.pool {
+            Pool::Postgres(pool) => postgres::columns(pool, &rendered).await,
+            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout).await,
+        }
+        .map_err(|e| self.query_error(e))
+    }
+
+    /// Checks that the clock and every key column are among the query's output columns, and
+    /// (on PostgreSQL) that the clock is a timestamp or a date.
+    pub async fn check_shape(&self, trigger: &str, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<(), SourceError> {
+        let columns = self.columns(query, window).await?;
+        let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        let mut missing = Vec::new();
+        for wanted in std::iter::once(shape.clock).chain(shape.key.iter().map(String::as_str)) {
+            if !names.contains(&wanted) {
+                missing.push(wanted);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(SourceError::Shape {
+                trigger: trigger.to_string(),
+                message: format!(
+                    "the query returns no column named {}; it returns: {} (alias a column with AS, or fix event_time/key)",
+                    missing.join(", "),
+                    names.join(", ")
+                ),
+            });
+        }
+        if self.dialect == Dialect::Postgres {
+            let clock = columns.iter().find(|c| c.name == shape.clock).expect("checked above");
+            if !matches!(clock.type_name.as_str(), "TIMESTAMPTZ" | "TIMESTAMP" | "DATE") {
+                return Err(SourceError::Shape {
+                    trigger: trigger.to_string(),
+                    message: format!(
+                        "the clock column {} is {}, not a time; cast it in the SQL, for example {}::timestamptz",
+                        clock.name, clock.type_name, clock.name
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn count(&self, rendered: &Rendered) -> Result<u64, SourceError> {
+        match &self.pool {
+            Pool::Postgres(pool) => postgres::count(pool, rendered).await,
+            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout).await,
+        }
+        .map_err(|e| self.query_error(e))
+    }
+
+    /// Rows whose clock is NULL (or unreadable), over the whole query, not just the window.
+    pub async fn count_null_clocks(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<u64, SourceError> {
+        self.count(&query.null_clock_count_sql(shape, window)).await
+    }
+
+    /// Rows in the window with a NULL key column. They are read by no page and fire nothing.
+    pub async fn count_null_keys(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<u64, SourceError> {
+        self.count(&query.null_key_count_sql(shape, window)).await
+    }
+
+    /// Opens a paged read of a trigger's window, in one read-only snapshot.
+    pub async fn read_window<'a>(&'a self, query: &'a CheckedQuery, shape: Shape<'a>, window: Window) -> Result<WindowReader<'a>, SourceError> {
+        let session = match &self.pool {
+            Pool::Postgres(pool) => Session::Postgres(postgres::begin(pool).await.map_err(|e| self.query_error(e))?),
+            Pool::Sqlite(pool) => Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?),
+        };
+        Ok(WindowReader { source: self, query, shape, window, session, after: None, done: false, pages: 0 })
+    }
+
+    /// The first page's SQL with the window's literals written in, as `rowfire explain` shows it.
+    pub fn explain(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> String {
+        query.page_sql(shape, window, Slice::First, Some(self.page_size), Placeholders::Inline).sql
+    }
+
+    /// Runs a statement on a source session without the guard. It exists so tests can show that
+    /// the session itself refuses writes; Rowfire never calls it.
+    #[doc(hidden)]
+    pub async fn execute_unguarded(&self, sql: &str) -> Result<(), SourceError> {
+        match &self.pool {
+            Pool::Postgres(pool) => postgres::execute(pool, sql).await,
+            Pool::Sqlite(pool) => sqlite::execute(pool, sql).await,
+        }
+        .map_err(|e| self.query_error(e))
+    }
+}
+
+enum Session {
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+}
+
+/// Reads a window page by page, in (clock, key) order, each row exactly once.
+pub struct WindowReader<'a> {
+    source: &'a Source,
+    query: &'a CheckedQuery,
+    shape: Shape<'a>,
+    window: Window,
+    session: Session,
+    after: Option<Keyset>,
+    done: bool,
+    pages: u32,
+}
+
+/// A page of rows as decoded, with what is needed to continue after any of them.
+pub(crate) struct Fetched {
+    pub rows: Vec<Row>,
+    /// SQLite only: per row, the normalised clock text compared in SQL.
+    pub sort_clocks: Option<Vec<Value>>,
+    /// The clock column's index and PostgreSQL type.
+    pub clock: (usize, Option<String>),
+    /// The key columns' indices and PostgreSQL types.
+    pub key: Vec<(usize, Option<String>)>,
+}
+
+impl Fetched {
+    fn empty() -> Fetched {
+        Fetched { rows: Vec::new(), sort_clocks: None, clock: (0, None), key: Vec::new() }
+    }
+
+    /// The (clock, key) values of row `i`, as compared in SQL.
+    fn keyset(&self, i: usize) -> Keyset {
+        let row = &self.rows[i];
+        let clock = match &self.sort_clocks {
+            Some(clocks) => clocks[i].clone(),
+            None => row.values[self.clock.0].clone(),
+        };
+        Keyset {
+            clock,
+            clock_type: self.clock.1.clone(),
+            key: self.key.iter().map(|(k, ty)| (row.values[*k].clone(), ty.clone())).collect(),
+        }
+    }
+}
+
+/// Finds the clock and key columns of a page by name.
+fn positions(columns: &[String], shape: Shape<'_>, types: &[Option<String>]) -> ((usize, Option<String>), Vec<(usize, Option<String>)>) {
+    let at = |name: &str| {
+        let i = columns.iter().position(|c| c == name).unwrap_or(0);
+        (i, types.get(i).cloned().flatten())
+    };
+    (at(shape.clock), shape.key.iter().map(|k| at(k)).collect())
+}
+
+impl WindowReader<'_> {
+    /// Pages read so far.
+    pub fn pages(&self) -> u32 {
+        self.pages
+    }
+
+    async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
+        let source = self.source;
+        match &mut self.session {
+            Session::Postgres(tx) => postgres::fetch(tx, rendered, self.shape, &source.name).await,
+            Session::Sqlite(tx) => sqlite::fetch(tx, rendered, self.shape, source.timeout).await,
+        }
+        .map_err(|e| match e {
+            FetchError::Sql(e) => source.query_error(e),
+            FetchError::Unsupported { column, type_name } => {
+                SourceError::UnsupportedType { name: source.name.clone(), column, type_name }
+            }
+        })
+    }
+
+    /// The next page, or `None` when the window is exhausted. A page that ends inside a run of
+    /// rows sharing one (clock, key) is completed with the whole run, so none is skipped.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
+        if self.done {
+            return Ok(None);
+        }
+        let limit = self.source.page_size;
+        let slice = match &self.after {
+            None => Slice::First,
+            Some(ks) => Slice::After(ks),
+        };
+        let rendered = self.query.page_sql(self.shape, self.window, slice, Some(limit), Placeholders::Numbered);
+        let mut page = self.fetch(&rendered).await?;
+        self.pages += 1;
+        if page.rows.len() < limit {
+            self.done = true;
+            return Ok(Some(page.rows));
+        }
+        let last = page.keyset(page.rows.len() - 1);
+        let tied = (0..page.rows.len()).rev().take_while(|i| page.keyset(*i) == last).count();
+        let rendered = self.query.page_sql(self.shape, self.window, Slice::TiedWith(&last), None, Placeholders::Numbered);
+        let run = self.fetch(&rendered).await?;
+        page.rows.truncate(page.rows.len() - tied);
+        page.rows.extend(run.rows);
+        self.after = Some(last);
+        Ok(Some(page.rows))
+    }
+
+    /// Ends the read-only snapshot.
+    pub async fn finish(self) {
+        let _ = match self.session {
+            Session::Postgres(tx) => tx.rollback().await,
+            Session::Sqlite(tx) => tx.rollback().await,
+        };
+    }
+}
+
+pub(crate) enum FetchError {
+    Sql(sqlx::Error),
+    Unsupported { column: String, type_name: String },
+}
+
+impl From<sqlx::Error> for FetchError {
+    fn from(e: sqlx::Error) -> Self {
+        FetchError::Sql(e)
+    }
+}
+
+/// Removes a DSN, and the password inside it, from a message.
+fn scrub(message: &str, dsn: &str) -> String {
+    let mut out = message.replace(dsn, "<dsn>");
+    if let Some(password) = dsn
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, pw)| pw)
+        .filter(|pw| !pw.is_empty())
+    {
+        out = out.replace(password, "<redacted>");
+    }
+    out
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dsn_and_its_password_never_survive_in_a_message() {
+        let dsn = "postgres://app:s3cr%21t@db.example:5432/prod";
+        let msg = format!("failed to connect to {dsn} with password s3cr%21t");
+        let clean = scrub(&msg, dsn);
+        assert!(!clean.contains("s3cr"), "{clean}");
+        assert!(!clean.contains(dsn));
+    }
+
+    #[test]
+    fn the_engine_comes_from_the_dsn_scheme() {
+        assert_eq!(dialect_of("postgres://x/y"), Some(Dialect::Postgres));
+        assert_eq!(dialect_of("postgresql://x/y"), Some(Dialect::Postgres));
+        assert_eq!(dialect_of("sqlite://demo/sample.db"), Some(Dialect::Sqlite));
+        assert_eq!(dialect_of("mysql://x/y"), None);
+    }
+}
