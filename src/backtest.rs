@@ -76,7 +76,14 @@ struct Occurrences {
 impl<'a> Simulator<'a> {
     /// A simulator with nothing claimed yet.
     pub fn new(cadence: &'a Cadence, key: &'a [String], occurrence: &'a [String]) -> Self {
-        Simulator { cadence, key, occurrence, claimed: HashSet::new(), keys: HashSet::new(), occurrences: HashMap::new() }
+        Simulator {
+            cadence,
+            key,
+            occurrence,
+            claimed: HashSet::new(),
+            keys: HashSet::new(),
+            occurrences: HashMap::new(),
+        }
     }
 
     /// Distinct keys among rows that could fire.
@@ -86,7 +93,9 @@ impl<'a> Simulator<'a> {
 
     /// Applies the cadence to one row. Rows must come in clock order.
     pub fn evaluate(&mut self, row: &Row) -> Outcome {
-        let Some(clock) = row.clock else { return Outcome::Skipped(Skip::NullClock) };
+        let Some(clock) = row.clock else {
+            return Outcome::Skipped(Skip::NullClock);
+        };
         let key = match cadence::dedup_key(row, self.key) {
             Ok(k) => k,
             Err(skip) => return Outcome::Skipped(skip),
@@ -95,7 +104,9 @@ impl<'a> Simulator<'a> {
             Err(skip) => return Outcome::Skipped(skip),
             Ok(Placement::Bucket(b)) => b,
             Ok(Placement::Occurrence) => {
-                let Cadence::OncePerN { n } = self.cadence else { unreachable!("only once_per_n counts") };
+                let Cadence::OncePerN { n } = self.cadence else {
+                    unreachable!("only once_per_n counts")
+                };
                 let id = cadence::occurrence_id(&key, clock, row, self.occurrence);
                 let seen = self.occurrences.entry(key.clone()).or_insert(Occurrences {
                     count: 0,
@@ -130,23 +141,45 @@ impl<'a> Simulator<'a> {
 }
 
 /// Runs a rule's backtest over `[now - days, now)` on its trigger's source.
-pub async fn run(defs: &Definitions, rule_name: &str, source: &Source, opts: &Options) -> Result<Report, BacktestError> {
+pub async fn run(
+    defs: &Definitions,
+    rule_name: &str,
+    source: &Source,
+    opts: &Options,
+) -> Result<Report, BacktestError> {
     let (rule, trigger) = defs.rule_and_trigger(rule_name)?;
     let query = source.check(&trigger.name, &trigger.sql)?;
-    let shape = Shape { clock: &trigger.event_time, key: &trigger.key };
-    let since = opts.now.checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days))).unwrap_or(Timestamp::MIN);
-    let window = Window { since, until: opts.now };
+    let shape = Shape {
+        clock: &trigger.event_time,
+        key: &trigger.key,
+    };
+    let since = opts
+        .now
+        .checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days)))
+        .unwrap_or(Timestamp::MIN);
+    let window = Window {
+        since,
+        until: opts.now,
+    };
     let started = Instant::now();
-    source.check_shape(&trigger.name, &query, shape, window).await?;
+    source
+        .check_shape(&trigger.name, &query, shape, window)
+        .await?;
 
     let tz = rule.cadence.time_zone();
     let first_day = since.to_zoned(tz.clone()).date();
-    let last_day = opts.now.checked_sub(SignedDuration::from_nanos(1)).unwrap_or(opts.now).to_zoned(tz.clone()).date();
+    let last_day = opts
+        .now
+        .checked_sub(SignedDuration::from_nanos(1))
+        .unwrap_or(opts.now)
+        .to_zoned(tz.clone())
+        .date();
     let mut per_day = vec![0u64; days_between(first_day, last_day) as usize + 1];
     let mut report = Report::new(rule, trigger, source, opts, window, &tz);
 
     let slices = opts.sample.max(1);
-    let slice_len = (window.until.as_second() - window.since.as_second()).max(1) as f64 / slices as f64;
+    let slice_len =
+        (window.until.as_second() - window.since.as_second()).max(1) as f64 / slices as f64;
     let mut samples: Vec<Option<Sample>> = vec![None; slices];
 
     let mut sim = Simulator::new(&rule.cadence, &trigger.key, &trigger.occurrence);
@@ -162,9 +195,16 @@ pub async fn run(defs: &Definitions, rule_name: &str, source: &Source, opts: &Op
                     if let Some(n) = per_day.get_mut(days_between(first_day, day) as usize) {
                         *n += 1;
                     }
-                    let slot = (((clock.as_second() - window.since.as_second()) as f64 / slice_len) as usize).min(slices - 1);
+                    let slot = (((clock.as_second() - window.since.as_second()) as f64 / slice_len)
+                        as usize)
+                        .min(slices - 1);
                     if opts.sample > 0 && samples[slot].is_none() {
-                        samples[slot] = Some(Sample { clock: clock.to_string(), key, bucket, row: row.to_json() });
+                        samples[slot] = Some(Sample {
+                            clock: clock.to_string(),
+                            key,
+                            bucket,
+                            row: row.to_json(),
+                        });
                     }
                 }
                 Outcome::Collapsed => report.collapsed += 1,
@@ -189,5 +229,8 @@ pub async fn run(defs: &Definitions, rule_name: &str, source: &Source, opts: &Op
 }
 
 fn days_between(a: Date, b: Date) -> i64 {
-    a.until(b).map(|s| i64::from(s.get_days())).unwrap_or(0).max(0)
+    a.until(b)
+        .map(|s| i64::from(s.get_days()))
+        .unwrap_or(0)
+        .max(0)
 }

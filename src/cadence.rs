@@ -118,7 +118,9 @@ impl fmt::Display for Skip {
         match self {
             Skip::NullClock => f.write_str("its clock is NULL"),
             Skip::NullKey { column } => write!(f, "key column {column} is NULL"),
-            Skip::NullAnchor { column } => write!(f, "anchor column {column} is NULL or not a time"),
+            Skip::NullAnchor { column } => {
+                write!(f, "anchor column {column} is NULL or not a time")
+            }
         }
     }
 }
@@ -145,7 +147,9 @@ impl Cadence {
                 let at = row
                     .get(&anchor.column)
                     .and_then(Value::as_timestamp)
-                    .ok_or_else(|| Skip::NullAnchor { column: anchor.column.clone() })?;
+                    .ok_or_else(|| Skip::NullAnchor {
+                        column: anchor.column.clone(),
+                    })?;
                 Ok(Placement::Bucket(at.to_string()))
             }
         }
@@ -159,17 +163,19 @@ impl Cadence {
         }
     }
 
-    /// A short phrase for people: "once per account_id per week (America/New_York)".
+    /// A short phrase for people: "once per account_id per week, America/New_York".
     pub fn describe(&self, key: &[String]) -> String {
         let key = key.join(", ");
         match self {
             Cadence::OnceEver => format!("once ever per {key}"),
             Cadence::OncePerPeriod { period, tz } => {
                 let zone = tz.iana_name().unwrap_or("UTC");
-                format!("once per {key} per {period} ({zone})")
+                format!("once per {key} per {period}, {zone}")
             }
             Cadence::OncePerN { n: 1 } => format!("every occurrence per {key}"),
-            Cadence::OncePerN { n } => format!("occurrences 1, {}, {} … per {key}", n + 1, 2 * n + 1),
+            Cadence::OncePerN { n } => {
+                format!("occurrences 1, {}, {} … per {key}", n + 1, 2 * n + 1)
+            }
             Cadence::Anchored(a) => {
                 format!("{:#} before {} per {key}", a.lead, a.column)
             }
@@ -192,7 +198,11 @@ pub fn dedup_key(row: &Row, key_columns: &[String]) -> Result<String, Skip> {
     for column in key_columns {
         match row.get(column) {
             Some(v) if !v.is_null() => values.push(v),
-            _ => return Err(Skip::NullKey { column: column.clone() }),
+            _ => {
+                return Err(Skip::NullKey {
+                    column: column.clone(),
+                });
+            }
         }
     }
     Ok(encode_values(&values))
@@ -241,7 +251,14 @@ pub fn occurrence_id(
         .iter()
         .map(|c| row.get(c).unwrap_or(&Value::Null))
         .collect();
-    format!("{key}@{clock}{}", if extra.is_empty() { String::new() } else { encode_values(&extra) })
+    format!(
+        "{key}@{clock}{}",
+        if extra.is_empty() {
+            String::new()
+        } else {
+            encode_values(&extra)
+        }
+    )
 }
 
 #[cfg(test)]
@@ -251,7 +268,11 @@ mod tests {
 
     fn row(cols: &[&str], values: Vec<Value>) -> Row {
         let columns: Arc<[String]> = cols.iter().map(|s| s.to_string()).collect();
-        Row { columns, values, clock: None }
+        Row {
+            columns,
+            values,
+            clock: None,
+        }
     }
 
     fn ts(s: &str) -> Timestamp {
@@ -266,7 +287,10 @@ mod tests {
     }
 
     fn weekly(zone: &str) -> Cadence {
-        Cadence::OncePerPeriod { period: Period::Week, tz: TimeZone::get(zone).unwrap() }
+        Cadence::OncePerPeriod {
+            period: Period::Week,
+            tz: TimeZone::get(zone).unwrap(),
+        }
     }
 
     #[test]
@@ -288,7 +312,10 @@ mod tests {
 
     #[test]
     fn months_start_on_the_first_local_day() {
-        let utc = Cadence::OncePerPeriod { period: Period::Month, tz: TimeZone::UTC };
+        let utc = Cadence::OncePerPeriod {
+            period: Period::Month,
+            tz: TimeZone::UTC,
+        };
         assert_eq!(bucket(&utc, "2026-02-28T23:59:59Z"), "2026-02-01");
         assert_eq!(bucket(&utc, "2026-03-01T00:00:00Z"), "2026-03-01");
         // 02:00 UTC on 1 March is still 28 February in New York.
@@ -380,9 +407,17 @@ mod tests {
 
     #[test]
     fn a_null_key_column_is_reported_by_name() {
-        let r = row(&["account_id", "region"], vec![Value::Text("a".into()), Value::Null]);
+        let r = row(
+            &["account_id", "region"],
+            vec![Value::Text("a".into()), Value::Null],
+        );
         let keys = vec!["account_id".to_string(), "region".to_string()];
-        assert_eq!(dedup_key(&r, &keys), Err(Skip::NullKey { column: "region".into() }));
+        assert_eq!(
+            dedup_key(&r, &keys),
+            Err(Skip::NullKey {
+                column: "region".into()
+            })
+        );
     }
 
     #[test]
@@ -410,10 +445,21 @@ mod tests {
             recheck: true,
         };
         let c = Cadence::Anchored(anchor);
-        let r = row(&["starts_at"], vec![Value::Text("2026-11-30 15:00:00".into())]);
+        let r = row(
+            &["starts_at"],
+            vec![Value::Text("2026-11-30 15:00:00".into())],
+        );
         let at = ts("2026-11-29T00:00:00Z");
-        assert_eq!(c.place(at, &r), Ok(Placement::Bucket("2026-11-30T15:00:00Z".into())));
+        assert_eq!(
+            c.place(at, &r),
+            Ok(Placement::Bucket("2026-11-30T15:00:00Z".into()))
+        );
         let null = row(&["starts_at"], vec![Value::Null]);
-        assert_eq!(c.place(at, &null), Err(Skip::NullAnchor { column: "starts_at".into() }));
+        assert_eq!(
+            c.place(at, &null),
+            Err(Skip::NullAnchor {
+                column: "starts_at".into()
+            })
+        );
     }
 }

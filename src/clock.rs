@@ -18,7 +18,9 @@ impl Clock {
 
     /// A clock stopped at `at`, moved only by [`Clock::advance`] and [`Clock::set`].
     pub fn fixed(at: Timestamp) -> Clock {
-        Clock { fixed: Some(Arc::new(Mutex::new(at))) }
+        Clock {
+            fixed: Some(Arc::new(Mutex::new(at))),
+        }
     }
 
     /// A fixed clock at `at` if given, else the system clock (what `--now` means).

@@ -107,16 +107,28 @@ impl Definitions {
     /// A rule and its trigger, or an error that lists the known rules.
     pub fn rule_and_trigger(&self, name: &str) -> Result<(&Rule, &Trigger), Problems> {
         let rule = self.rule(name).ok_or_else(|| {
-            Problems::one(format!("rules.{name}"), unknown("rule", name, self.rules.iter().map(|r| r.name.as_str())))
+            Problems::one(
+                format!("rules.{name}"),
+                unknown("rule", name, self.rules.iter().map(|r| r.name.as_str())),
+            )
         })?;
-        let trigger = self.trigger(&rule.trigger).expect("validated: every rule's trigger exists");
+        let trigger = self
+            .trigger(&rule.trigger)
+            .expect("validated: every rule's trigger exists");
         Ok((rule, trigger))
     }
 
     /// A trigger, or an error that lists the known triggers.
     pub fn trigger_named(&self, name: &str) -> Result<&Trigger, Problems> {
         self.trigger(name).ok_or_else(|| {
-            Problems::one(format!("triggers.{name}"), unknown("trigger", name, self.triggers.iter().map(|t| t.name.as_str())))
+            Problems::one(
+                format!("triggers.{name}"),
+                unknown(
+                    "trigger",
+                    name,
+                    self.triggers.iter().map(|t| t.name.as_str()),
+                ),
+            )
         })
     }
 }
@@ -143,7 +155,11 @@ impl Problems {
 impl fmt::Display for Problems {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0.len();
-        writeln!(f, "{n} problem{} in the definitions:", if n == 1 { "" } else { "s" })?;
+        writeln!(
+            f,
+            "{n} problem{} in the definitions:",
+            if n == 1 { "" } else { "s" }
+        )?;
         for p in &self.0 {
             writeln!(f, "  {}: {}", p.path, p.message)?;
         }
@@ -156,7 +172,10 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
     if known.is_empty() {
         format!("unknown {what} \"{name}\"; none are defined")
     } else {
-        format!("unknown {what} \"{name}\"; known {what}s: {}", known.join(", "))
+        format!(
+            "unknown {what} \"{name}\"; known {what}s: {}",
+            known.join(", ")
+        )
     }
 }
 
@@ -175,7 +194,10 @@ pub fn parse(text: &str) -> Result<Definitions, Problems> {
 /// Reads and parses a definitions file.
 pub fn load_file(path: &std::path::Path) -> Result<Definitions, Problems> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Problems::one(path.display().to_string(), format!("cannot read the definitions file: {e}"))
+        Problems::one(
+            path.display().to_string(),
+            format!("cannot read the definitions file: {e}"),
+        )
     })?;
     parse(&text)
 }
@@ -187,19 +209,48 @@ struct Cx {
 
 const TOP_KEYS: &[&str] = &["version", "source", "sources", "triggers", "rules"];
 const SOURCE_KEYS: &[&str] = &["type", "dsn_env", "statement_timeout_ms", "max_rows"];
-const TRIGGER_KEYS: &[&str] =
-    &["description", "source", "sql", "event_time", "key", "occurrence", "poll_interval", "lookback"];
-const RULE_KEYS: &[&str] = &["trigger", "description", "policy", "period", "n", "timezone", "anchor"];
-const ANCHOR_KEYS: &[&str] = &["column", "lead", "lead_column", "look_ahead", "grace", "recheck"];
+const TRIGGER_KEYS: &[&str] = &[
+    "description",
+    "source",
+    "sql",
+    "event_time",
+    "key",
+    "occurrence",
+    "poll_interval",
+    "lookback",
+];
+const RULE_KEYS: &[&str] = &[
+    "trigger",
+    "description",
+    "policy",
+    "period",
+    "n",
+    "timezone",
+    "anchor",
+];
+const ANCHOR_KEYS: &[&str] = &[
+    "column",
+    "lead",
+    "lead_column",
+    "look_ahead",
+    "grace",
+    "recheck",
+];
 
 impl Cx {
     fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem { path: path.into(), message: message.into() });
+        self.problems.push(Problem {
+            path: path.into(),
+            message: message.into(),
+        });
     }
 
     fn mapping<'a>(&mut self, v: &'a Yaml, path: &str, known: &[&str]) -> Option<&'a Mapping> {
         let Yaml::Mapping(m) = v else {
-            self.problem(path, format!("expected a mapping with keys such as {}", known.join(", ")));
+            self.problem(
+                path,
+                format!("expected a mapping with keys such as {}", known.join(", ")),
+            );
             return None;
         };
         for (k, _) in m {
@@ -215,7 +266,10 @@ impl Cx {
                     .min()
                     .map(|(_, c)| format!("did you mean \"{c}\"? "))
                     .unwrap_or_default();
-                self.problem(format!("{path}.{k}"), format!("unknown key; {hint}known keys: {}", known.join(", ")));
+                self.problem(
+                    format!("{path}.{k}"),
+                    format!("unknown key; {hint}known keys: {}", known.join(", ")),
+                );
             }
         }
         Some(m)
@@ -257,7 +311,10 @@ impl Cx {
                 None
             }
             Some(other) => {
-                self.problem(format!("{path}.{key}"), format!("expected text, found {}", yaml_text(other)));
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!("expected text, found {}", yaml_text(other)),
+                );
                 None
             }
         }
@@ -268,13 +325,22 @@ impl Cx {
         match v.as_u64() {
             Some(n) if n > 0 => Some(n),
             _ => {
-                self.problem(format!("{path}.{key}"), format!("expected a whole number above 0, found {}", yaml_text(v)));
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!("expected a whole number above 0, found {}", yaml_text(v)),
+                );
                 None
             }
         }
     }
 
-    fn duration(&mut self, m: &Mapping, key: &str, path: &str, default: SignedDuration) -> SignedDuration {
+    fn duration(
+        &mut self,
+        m: &Mapping,
+        key: &str,
+        path: &str,
+        default: SignedDuration,
+    ) -> SignedDuration {
         let Some(v) = m.get(key) else { return default };
         let parsed = match v {
             Yaml::String(s) => s.parse::<SignedDuration>().ok(),
@@ -286,7 +352,10 @@ impl Cx {
             _ => {
                 self.problem(
                     format!("{path}.{key}"),
-                    format!("expected a duration such as \"90s\", \"10m\" or \"1h30m\", found {}", yaml_text(v)),
+                    format!(
+                        "expected a duration such as \"90s\", \"10m\" or \"1h30m\", found {}",
+                        yaml_text(v)
+                    ),
                 );
                 default
             }
@@ -304,16 +373,29 @@ impl Cx {
             }
             Some(Yaml::String(s)) if !s.trim().is_empty() => vec![s.clone()],
             Some(Yaml::Sequence(items)) if !items.is_empty() => {
-                let cols: Vec<String> = items.iter().filter_map(|i| i.as_str().map(str::to_string)).collect();
+                let cols: Vec<String> = items
+                    .iter()
+                    .filter_map(|i| i.as_str().map(str::to_string))
+                    .collect();
                 if cols.len() != items.len() || cols.iter().any(|c| c.trim().is_empty()) {
                     self.problem(p, "expected a list of column names");
-                } else if let Some(dup) = cols.iter().enumerate().find(|(i, c)| cols[..*i].contains(c)) {
+                } else if let Some(dup) = cols
+                    .iter()
+                    .enumerate()
+                    .find(|(i, c)| cols[..*i].contains(c))
+                {
                     self.problem(p, format!("column \"{}\" is listed twice", dup.1));
                 }
                 cols
             }
             Some(other) => {
-                self.problem(p, format!("expected a list of column names, found {}", yaml_text(other)));
+                self.problem(
+                    p,
+                    format!(
+                        "expected a list of column names, found {}",
+                        yaml_text(other)
+                    ),
+                );
                 Vec::new()
             }
         }
@@ -324,7 +406,13 @@ impl Cx {
         match top.get("version").map(|v| (v, v.as_u64())) {
             Some((_, Some(2))) => {}
             None => self.problem("version", "required; add `version: 2`"),
-            Some((v, _)) => self.problem("version", format!("unsupported version {}; this Rowfire reads version 2", yaml_text(v))),
+            Some((v, _)) => self.problem(
+                "version",
+                format!(
+                    "unsupported version {}; this Rowfire reads version 2",
+                    yaml_text(v)
+                ),
+            ),
         }
         let mut sources = vec![match top.get("source") {
             Some(v) => self.source(DEFAULT_SOURCE, v, "source"),
@@ -332,7 +420,10 @@ impl Cx {
         }];
         for (name, v) in self.named_entries(top.get("sources"), "sources") {
             if name == DEFAULT_SOURCE {
-                self.problem("sources.default", "the name \"default\" is the top-level `source` block; pick another name");
+                self.problem(
+                    "sources.default",
+                    "the name \"default\" is the top-level `source` block; pick another name",
+                );
                 continue;
             }
             let def = self.source(&name, v, &format!("sources.{name}"));
@@ -352,18 +443,31 @@ impl Cx {
                 rules.push(r);
             }
         }
-        Some(Definitions { version: 2, sources, triggers, rules })
+        Some(Definitions {
+            version: 2,
+            sources,
+            triggers,
+            rules,
+        })
     }
 
     fn source(&mut self, name: &str, v: &Yaml, path: &str) -> SourceDef {
         let mut def = default_source(name);
-        let Some(m) = self.mapping(v, path, SOURCE_KEYS) else { return def };
+        let Some(m) = self.mapping(v, path, SOURCE_KEYS) else {
+            return def;
+        };
         if let Some(kind) = self.string(m, "type", path, false) {
             match kind.as_str() {
                 "postgres" | "postgresql" => def.kind = Some(Dialect::Postgres),
                 "sqlite" => def.kind = Some(Dialect::Sqlite),
-                "mysql" | "mariadb" => self.problem(format!("{path}.type"), "MySQL/MariaDB sources are not supported yet; use postgres or sqlite"),
-                other => self.problem(format!("{path}.type"), format!("unknown source type \"{other}\"; use postgres or sqlite")),
+                "mysql" | "mariadb" => self.problem(
+                    format!("{path}.type"),
+                    "MySQL/MariaDB sources are not supported yet; use postgres or sqlite",
+                ),
+                other => self.problem(
+                    format!("{path}.type"),
+                    format!("unknown source type \"{other}\"; use postgres or sqlite"),
+                ),
             }
         }
         if let Some(env) = self.string(m, "dsn_env", path, false) {
@@ -381,7 +485,9 @@ impl Cx {
     fn trigger(&mut self, name: &str, v: &Yaml, sources: &[SourceDef]) -> Option<Trigger> {
         let path = format!("triggers.{name}");
         let m = self.mapping(v, &path, TRIGGER_KEYS)?;
-        let source = self.string(m, "source", &path, false).unwrap_or_else(|| DEFAULT_SOURCE.to_string());
+        let source = self
+            .string(m, "source", &path, false)
+            .unwrap_or_else(|| DEFAULT_SOURCE.to_string());
         let source_def = sources.iter().find(|s| s.name == source);
         if source_def.is_none() {
             let msg = unknown("source", &source, sources.iter().map(|s| s.name.as_str()));
@@ -438,7 +544,13 @@ impl Cx {
         };
         let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
         let description = self.string(m, "description", &path, false);
-        Some(Rule { name: name.to_string(), trigger: trigger?, description, cadence: cadence?, timezone: timezone? })
+        Some(Rule {
+            name: name.to_string(),
+            trigger: trigger?,
+            description,
+            cadence: cadence?,
+            timezone: timezone?,
+        })
     }
 
     fn cadence(&mut self, m: &Mapping, path: &str, tz: TimeZone) -> Option<Cadence> {
@@ -447,50 +559,86 @@ impl Cx {
         let n = m.get("n");
         if let Some(anchor) = m.get("anchor") {
             if policy.is_some() {
-                self.problem(format!("{path}.policy"), "a rule with `anchor` is time-anchored; remove `policy`");
+                self.problem(
+                    format!("{path}.policy"),
+                    "a rule with `anchor` is time-anchored; remove `policy`",
+                );
             }
-            return self.anchor(anchor, &format!("{path}.anchor")).map(Cadence::Anchored);
+            return self
+                .anchor(anchor, &format!("{path}.anchor"))
+                .map(Cadence::Anchored);
         }
         let Some(policy) = policy else {
             if !matches!(m.get("policy"), Some(v) if !v.is_null()) {
-                self.problem(format!("{path}.policy"), "required; use once_ever, once_per_period or once_per_n (or give an `anchor`)");
+                self.problem(
+                    format!("{path}.policy"),
+                    "required; use once_ever, once_per_period or once_per_n (or give an `anchor`)",
+                );
             }
             return None;
         };
         if policy != "once_per_period" && period.is_some() {
-            self.problem(format!("{path}.period"), format!("`period` applies only to once_per_period, not {policy}; remove it"));
+            self.problem(
+                format!("{path}.period"),
+                format!("`period` applies only to once_per_period, not {policy}; remove it"),
+            );
         }
         if policy != "once_per_n" && n.is_some() {
-            self.problem(format!("{path}.n"), format!("`n` applies only to once_per_n, not {policy}; remove it"));
+            self.problem(
+                format!("{path}.n"),
+                format!("`n` applies only to once_per_n, not {policy}; remove it"),
+            );
         }
         match policy.as_str() {
             "once_ever" => Some(Cadence::OnceEver),
             "once_per_period" => {
                 let Some(p) = period else {
-                    self.problem(format!("{path}.period"), "required with once_per_period; use day, week or month");
+                    self.problem(
+                        format!("{path}.period"),
+                        "required with once_per_period; use day, week or month",
+                    );
                     return None;
                 };
                 match Period::parse(&p) {
                     Some(period) => Some(Cadence::OncePerPeriod { period, tz }),
                     None => {
-                        self.problem(format!("{path}.period"), format!("unknown period \"{p}\"; use day, week or month"));
+                        self.problem(
+                            format!("{path}.period"),
+                            format!("unknown period \"{p}\"; use day, week or month"),
+                        );
                         None
                     }
                 }
             }
             "once_per_n" => match n.map(|v| (v, v.as_u64())) {
-                Some((_, Some(n))) if (1..=u64::from(u32::MAX)).contains(&n) => Some(Cadence::OncePerN { n: n as u32 }),
+                Some((_, Some(n))) if (1..=u64::from(u32::MAX)).contains(&n) => {
+                    Some(Cadence::OncePerN { n: n as u32 })
+                }
                 None => {
-                    self.problem(format!("{path}.n"), "required with once_per_n; e.g. `n: 3` fires on occurrences 1, 4, 7 …");
+                    self.problem(
+                        format!("{path}.n"),
+                        "required with once_per_n; e.g. `n: 3` fires on occurrences 1, 4, 7 …",
+                    );
                     None
                 }
                 Some((v, _)) => {
-                    self.problem(format!("{path}.n"), format!("expected a whole number of at least 1, found {}", yaml_text(v)));
+                    self.problem(
+                        format!("{path}.n"),
+                        format!(
+                            "expected a whole number of at least 1, found {}",
+                            yaml_text(v)
+                        ),
+                    );
                     None
                 }
             },
             other => {
-                self.problem(format!("{path}.policy"), format!("unknown policy \"{other}\"; use once_ever, once_per_period or once_per_n"));
+                self.problem(
+                    format!("{path}.policy"),
+                    format!(
+                        "unknown policy \"{other}\"; use once_ever, once_per_period or once_per_n"
+                    ),
+                );
                 None
             }
         }
@@ -507,11 +655,21 @@ impl Cx {
             None => true,
             Some(Yaml::Bool(b)) => *b,
             Some(other) => {
-                self.problem(format!("{path}.recheck"), format!("expected true or false, found {}", yaml_text(other)));
+                self.problem(
+                    format!("{path}.recheck"),
+                    format!("expected true or false, found {}", yaml_text(other)),
+                );
                 true
             }
         };
-        Some(Anchor { column: column?, lead, lead_column, look_ahead, grace, recheck })
+        Some(Anchor {
+            column: column?,
+            lead,
+            lead_column,
+            look_ahead,
+            grace,
+            recheck,
+        })
     }
 }
 
@@ -527,7 +685,9 @@ fn default_source(name: &str) -> SourceDef {
 
 fn valid_name(name: &str) -> bool {
     name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 fn yaml_text(v: &Yaml) -> String {

@@ -1,12 +1,23 @@
 //! Rowfire turns rows in a customer's database into actions, exactly once per rule, per key,
 //! per cadence period. This crate is the whole service; `main.rs` is a thin command line over it.
 
+/// Backtests: what a rule would have done over the last N days.
 pub mod backtest;
+/// Cadences: (rule, row) → dedup key and dedup bucket. Pure.
 pub mod cadence;
+/// The one clock type; tests and `--now` fix it.
 pub mod clock;
+/// The definitions file: parsing and validation with every problem reported at once.
 pub mod definitions;
+/// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
+/// The deterministic sample B2B SaaS database.
 pub mod fixture;
+/// Row values that keep their exact form.
 pub mod row;
+/// Read-only sources and paged window reads.
 pub mod source;
+/// The SQL guard: one read-only query, re-rendered inside Rowfire's window.
 pub mod sql_guard;
+/// Checking definitions against live sources.
+pub mod validation;

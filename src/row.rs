@@ -42,7 +42,10 @@ impl Value {
     pub fn as_timestamp(&self) -> Option<Timestamp> {
         match self {
             Value::Timestamp(ts) => Some(*ts),
-            Value::Date(d) => d.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp()),
+            Value::Date(d) => d
+                .to_zoned(jiff::tz::TimeZone::UTC)
+                .ok()
+                .map(|z| z.timestamp()),
             Value::Text(s) => parse_timestamp(s),
             _ => None,
         }
@@ -108,10 +111,16 @@ pub fn parse_timestamp(s: &str) -> Option<Timestamp> {
         return Some(ts);
     }
     if let Ok(dt) = s.parse::<DateTime>() {
-        return dt.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp());
+        return dt
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()
+            .map(|z| z.timestamp());
     }
     if let Ok(d) = s.parse::<Date>() {
-        return d.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp());
+        return d
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()
+            .map(|z| z.timestamp());
     }
     None
 }
@@ -169,6 +178,9 @@ mod tests {
 
     #[test]
     fn decimals_keep_their_digits_in_json() {
-        assert_eq!(Value::Decimal("1.10".into()).to_json(), serde_json::json!("1.10"));
+        assert_eq!(
+            Value::Decimal("1.10".into()).to_json(),
+            serde_json::json!("1.10")
+        );
     }
 }

@@ -63,7 +63,9 @@ pub enum GuardError {
     #[error("the SQL holds {0} statements; a trigger is exactly one SELECT (remove the others)")]
     MultipleStatements(usize),
     /// A statement that is not a query.
-    #[error("the SQL is a {0} statement; a trigger must be one read-only query (SELECT, UNION, VALUES)")]
+    #[error(
+        "the SQL is a {0} statement; a trigger must be one read-only query (SELECT, UNION, VALUES)"
+    )]
     NotAQuery(String),
     /// A data-modifying or DDL statement nested somewhere in the query.
     #[error("the SQL contains a {0} statement (inside a CTE or subquery); triggers may only read")]
@@ -90,8 +92,11 @@ pub struct CheckedQuery {
 /// Parses `sql` in `dialect` and refuses anything but one read-only query.
 pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
     let parser_dialect = dialect.parser_dialect();
-    let statements = Parser::parse_sql(parser_dialect.as_ref(), sql)
-        .map_err(|e| GuardError::Parse { dialect, message: e.to_string() })?;
+    let statements =
+        Parser::parse_sql(parser_dialect.as_ref(), sql).map_err(|e| GuardError::Parse {
+            dialect,
+            message: e.to_string(),
+        })?;
     inspect_statements(statements, dialect)
 }
 
@@ -99,12 +104,20 @@ pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
 /// dialect that accepts the syntax of every supported engine. The real dialect is checked again
 /// when the source is connected.
 pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
-    let statements = Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql)
-        .map_err(|e| GuardError::Parse { dialect: Dialect::Postgres, message: e.to_string() })?;
+    let statements =
+        Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql).map_err(|e| {
+            GuardError::Parse {
+                dialect: Dialect::Postgres,
+                message: e.to_string(),
+            }
+        })?;
     inspect_statements(statements, Dialect::Postgres).map(|_| ())
 }
 
-fn inspect_statements(statements: Vec<Statement>, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
+fn inspect_statements(
+    statements: Vec<Statement>,
+    dialect: Dialect,
+) -> Result<CheckedQuery, GuardError> {
     let statement = match statements.len() {
         0 => return Err(GuardError::Empty),
         1 => statements.into_iter().next().expect("one statement"),
@@ -117,7 +130,11 @@ fn inspect_statements(statements: Vec<Statement>, dialect: Dialect) -> Result<Ch
     if let ControlFlow::Break(err) = query.visit(&mut inspector) {
         return Err(err);
     }
-    Ok(CheckedQuery { dialect, query: *query, names_window: inspector.since || inspector.until })
+    Ok(CheckedQuery {
+        dialect,
+        query: *query,
+        names_window: inspector.since || inspector.until,
+    })
 }
 
 fn statement_kind(statement: &Statement) -> String {
@@ -257,7 +274,14 @@ struct Builder {
 
 impl Builder {
     fn new(dialect: Dialect, mode: Placeholders, window: Window) -> Self {
-        Builder { dialect, mode, binds: Vec::new(), since: None, until: None, window }
+        Builder {
+            dialect,
+            mode,
+            binds: Vec::new(),
+            since: None,
+            until: None,
+            window,
+        }
     }
 
     fn push(&mut self, bind: Bind) -> String {
@@ -266,7 +290,12 @@ impl Builder {
             Placeholders::Numbered => {
                 let n = self.binds.len() + 1;
                 match (self.dialect, &bind) {
-                    (Dialect::Postgres, Bind::Value { pg_type: Some(ty), .. }) => {
+                    (
+                        Dialect::Postgres,
+                        Bind::Value {
+                            pg_type: Some(ty), ..
+                        },
+                    ) => {
                         format!("CAST(${n} AS {ty})")
                     }
                     (Dialect::Postgres, _) => format!("${n}"),
@@ -297,9 +326,16 @@ impl Builder {
     fn literal(&self, bind: &Bind) -> String {
         let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
         match (self.dialect, bind) {
-            (Dialect::Postgres, Bind::Instant(ts)) => format!("{}::timestamptz", quote(&ts.to_string())),
+            (Dialect::Postgres, Bind::Instant(ts)) => {
+                format!("{}::timestamptz", quote(&ts.to_string()))
+            }
             (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
-            (_, Bind::Value { value: Value::Null, .. }) => "NULL".into(),
+            (
+                _,
+                Bind::Value {
+                    value: Value::Null, ..
+                },
+            ) => "NULL".into(),
             (Dialect::Postgres, Bind::Value { value, pg_type }) => {
                 let text = quote(&value.to_sql_text().unwrap_or_default());
                 match pg_type {
@@ -339,7 +375,11 @@ impl CheckedQuery {
             if let Expr::Value(v) = expr
                 && let SqlValue::Placeholder(name) = &mut v.value
             {
-                *name = if name == ":since" { b.since() } else { b.until() };
+                *name = if name == ":since" {
+                    b.since()
+                } else {
+                    b.until()
+                };
             }
             ControlFlow::<()>::Continue(())
         });
@@ -355,7 +395,9 @@ impl CheckedQuery {
     }
 
     fn key_exprs(&self, key: &[String]) -> Vec<String> {
-        key.iter().map(|k| format!("t.{}", self.dialect.quote_ident(k))).collect()
+        key.iter()
+            .map(|k| format!("t.{}", self.dialect.quote_ident(k)))
+            .collect()
     }
 
     /// Rowfire's window predicate over the wrapped query, or only "clock is not NULL" when the
@@ -373,7 +415,10 @@ impl CheckedQuery {
     pub fn columns_sql(&self, window: Window) -> Rendered {
         let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
         let inner = self.inner(&mut b);
-        Rendered { sql: format!("SELECT * FROM ({inner}) AS t LIMIT 0"), binds: b.binds }
+        Rendered {
+            sql: format!("SELECT * FROM ({inner}) AS t LIMIT 0"),
+            binds: b.binds,
+        }
     }
 
     /// One page of the window, ordered by (clock, key), NULL keys excluded (they are counted
@@ -392,17 +437,31 @@ impl CheckedQuery {
         let keys = self.key_exprs(shape.key);
         let select = match self.dialect {
             Dialect::Postgres => "t.*".to_string(),
-            Dialect::Sqlite => format!("t.*, {clock} AS {}", self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)),
+            Dialect::Sqlite => format!(
+                "t.*, {clock} AS {}",
+                self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
+            ),
         };
-        let mut sql = format!("SELECT {select} FROM ({inner}) AS t WHERE {}", self.window_predicate(&mut b, shape.clock));
+        let mut sql = format!(
+            "SELECT {select} FROM ({inner}) AS t WHERE {}",
+            self.window_predicate(&mut b, shape.clock)
+        );
         for k in &keys {
             sql.push_str(&format!(" AND {k} IS NOT NULL"));
         }
-        let tuple = std::iter::once(clock.clone()).chain(keys.iter().cloned()).collect::<Vec<_>>();
+        let tuple = std::iter::once(clock.clone())
+            .chain(keys.iter().cloned())
+            .collect::<Vec<_>>();
         let bound = |b: &mut Builder, ks: &Keyset| {
-            let mut out = vec![b.push(Bind::Value { value: ks.clock.clone(), pg_type: ks.clock_type.clone() })];
+            let mut out = vec![b.push(Bind::Value {
+                value: ks.clock.clone(),
+                pg_type: ks.clock_type.clone(),
+            })];
             for (value, pg_type) in &ks.key {
-                out.push(b.push(Bind::Value { value: value.clone(), pg_type: pg_type.clone() }));
+                out.push(b.push(Bind::Value {
+                    value: value.clone(),
+                    pg_type: pg_type.clone(),
+                }));
             }
             out
         };
@@ -410,7 +469,11 @@ impl CheckedQuery {
             Slice::First => {}
             Slice::After(ks) => {
                 let values = bound(&mut b, ks);
-                sql.push_str(&format!(" AND ({}) > ({})", tuple.join(", "), values.join(", ")));
+                sql.push_str(&format!(
+                    " AND ({}) > ({})",
+                    tuple.join(", "),
+                    values.join(", ")
+                ));
             }
             Slice::TiedWith(ks) => {
                 let values = bound(&mut b, ks);
@@ -423,7 +486,10 @@ impl CheckedQuery {
         if let Some(limit) = limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        Rendered { sql, binds: b.binds }
+        Rendered {
+            sql,
+            binds: b.binds,
+        }
     }
 
     /// Counts rows whose clock is NULL (or, on SQLite, not a readable time), over the
@@ -432,7 +498,10 @@ impl CheckedQuery {
         let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
         let inner = self.inner(&mut b);
         let clock = self.clock_expr(shape.clock);
-        Rendered { sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"), binds: b.binds }
+        Rendered {
+            sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"),
+            binds: b.binds,
+        }
     }
 
     /// Counts rows in the window whose key has a NULL column.
@@ -479,8 +548,14 @@ mod tests {
     #[test]
     fn more_than_one_statement_is_refused() {
         for d in BOTH {
-            assert_eq!(refuse("SELECT 1; SELECT 2", d), GuardError::MultipleStatements(2));
-            assert_eq!(refuse("SELECT 1; DELETE FROM t", d), GuardError::MultipleStatements(2));
+            assert_eq!(
+                refuse("SELECT 1; SELECT 2", d),
+                GuardError::MultipleStatements(2)
+            );
+            assert_eq!(
+                refuse("SELECT 1; DELETE FROM t", d),
+                GuardError::MultipleStatements(2)
+            );
         }
     }
 
@@ -500,31 +575,73 @@ mod tests {
                 assert_eq!(refuse(sql, d), GuardError::NotAQuery(kind.into()), "{sql}");
             }
         }
-        for sql in ["TRUNCATE t", "GRANT SELECT ON t TO bob", "SET search_path = x", "BEGIN", "COPY t TO STDOUT", "VACUUM"] {
-            assert!(matches!(refuse(sql, Dialect::Postgres), GuardError::NotAQuery(_) | GuardError::Parse { .. }), "{sql}");
+        for sql in [
+            "TRUNCATE t",
+            "GRANT SELECT ON t TO bob",
+            "SET search_path = x",
+            "BEGIN",
+            "COPY t TO STDOUT",
+            "VACUUM",
+        ] {
+            assert!(
+                matches!(
+                    refuse(sql, Dialect::Postgres),
+                    GuardError::NotAQuery(_) | GuardError::Parse { .. }
+                ),
+                "{sql}"
+            );
         }
-        for sql in ["PRAGMA writable_schema = 1", "ATTACH DATABASE 'x.db' AS x", "VACUUM"] {
-            assert!(matches!(refuse(sql, Dialect::Sqlite), GuardError::NotAQuery(_) | GuardError::Parse { .. }), "{sql}");
+        for sql in [
+            "PRAGMA writable_schema = 1",
+            "ATTACH DATABASE 'x.db' AS x",
+            "VACUUM",
+        ] {
+            assert!(
+                matches!(
+                    refuse(sql, Dialect::Sqlite),
+                    GuardError::NotAQuery(_) | GuardError::Parse { .. }
+                ),
+                "{sql}"
+            );
         }
     }
 
     #[test]
     fn data_modifying_statements_inside_a_cte_are_refused() {
         let cases = [
-            ("WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d", "DELETE"),
-            ("WITH i AS (INSERT INTO t (a) VALUES (1) RETURNING a) SELECT * FROM i", "INSERT"),
-            ("WITH u AS (UPDATE t SET a = 2 RETURNING a) SELECT * FROM u", "UPDATE"),
-            ("SELECT * FROM (WITH d AS (DELETE FROM t RETURNING id) SELECT id FROM d) AS x", "DELETE"),
+            (
+                "WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d",
+                "DELETE",
+            ),
+            (
+                "WITH i AS (INSERT INTO t (a) VALUES (1) RETURNING a) SELECT * FROM i",
+                "INSERT",
+            ),
+            (
+                "WITH u AS (UPDATE t SET a = 2 RETURNING a) SELECT * FROM u",
+                "UPDATE",
+            ),
+            (
+                "SELECT * FROM (WITH d AS (DELETE FROM t RETURNING id) SELECT id FROM d) AS x",
+                "DELETE",
+            ),
         ];
         for (sql, kind) in cases {
-            assert_eq!(refuse(sql, Dialect::Postgres), GuardError::NestedStatement(kind.into()), "{sql}");
+            assert_eq!(
+                refuse(sql, Dialect::Postgres),
+                GuardError::NestedStatement(kind.into()),
+                "{sql}"
+            );
         }
     }
 
     #[test]
     fn select_into_is_refused() {
         for d in BOTH {
-            assert_eq!(refuse("SELECT a INTO new_table FROM t", d), GuardError::SelectInto);
+            assert_eq!(
+                refuse("SELECT a INTO new_table FROM t", d),
+                GuardError::SelectInto
+            );
         }
     }
 
@@ -536,21 +653,42 @@ mod tests {
             "SELECT * FROM t FOR UPDATE SKIP LOCKED",
             "SELECT * FROM (SELECT * FROM t FOR UPDATE) AS x",
         ] {
-            assert!(matches!(refuse(sql, Dialect::Postgres), GuardError::Locking(_)), "{sql}");
+            assert!(
+                matches!(refuse(sql, Dialect::Postgres), GuardError::Locking(_)),
+                "{sql}"
+            );
         }
     }
 
     #[test]
     fn placeholders_other_than_since_and_until_are_refused() {
-        assert_eq!(refuse("SELECT * FROM t WHERE a > :other", Dialect::Postgres), GuardError::Placeholder(":other".into()));
-        assert_eq!(refuse("SELECT * FROM t WHERE a > $1", Dialect::Postgres), GuardError::Placeholder("$1".into()));
-        assert_eq!(refuse("SELECT * FROM t WHERE a > ?", Dialect::Sqlite), GuardError::Placeholder("?".into()));
+        assert_eq!(
+            refuse("SELECT * FROM t WHERE a > :other", Dialect::Postgres),
+            GuardError::Placeholder(":other".into())
+        );
+        assert_eq!(
+            refuse("SELECT * FROM t WHERE a > $1", Dialect::Postgres),
+            GuardError::Placeholder("$1".into())
+        );
+        assert_eq!(
+            refuse("SELECT * FROM t WHERE a > ?", Dialect::Sqlite),
+            GuardError::Placeholder("?".into())
+        );
     }
 
     #[test]
     fn garbage_is_a_parse_error_with_the_dialect() {
         let err = refuse("SELEKT * FROM", Dialect::Postgres);
-        assert!(matches!(err, GuardError::Parse { dialect: Dialect::Postgres, .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                GuardError::Parse {
+                    dialect: Dialect::Postgres,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -573,34 +711,64 @@ mod tests {
                 accept(sql, d);
             }
         }
-        accept("SELECT date_trunc('week', created_at)::date AS wk, now() - interval '1 day' FROM t", Dialect::Postgres);
+        accept(
+            "SELECT date_trunc('week', created_at)::date AS wk, now() - interval '1 day' FROM t",
+            Dialect::Postgres,
+        );
     }
 
     #[test]
     fn since_and_until_placeholders_are_found_by_the_parser_not_by_text() {
-        let q = accept("SELECT * FROM t WHERE created_at >= :since AND created_at < :until", Dialect::Postgres);
+        let q = accept(
+            "SELECT * FROM t WHERE created_at >= :since AND created_at < :until",
+            Dialect::Postgres,
+        );
         assert!(q.names_window());
-        let q = accept("SELECT ':since' AS label, created_at FROM t", Dialect::Postgres);
+        let q = accept(
+            "SELECT ':since' AS label, created_at FROM t",
+            Dialect::Postgres,
+        );
         assert!(!q.names_window(), "a string literal is not a placeholder");
-        let q = accept("SELECT created_at AS since_at FROM t -- :since in a comment", Dialect::Sqlite);
+        let q = accept(
+            "SELECT created_at AS since_at FROM t -- :since in a comment",
+            Dialect::Sqlite,
+        );
         assert!(!q.names_window());
     }
 
     fn window() -> Window {
-        Window { since: "2026-11-01T00:00:00Z".parse().unwrap(), until: "2026-11-29T00:00:00Z".parse().unwrap() }
+        Window {
+            since: "2026-11-01T00:00:00Z".parse().unwrap(),
+            until: "2026-11-29T00:00:00Z".parse().unwrap(),
+        }
     }
 
     #[test]
     fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
-        let q = accept("select id, created_at from t   where kind = 'x' -- note", Dialect::Postgres);
+        let q = accept(
+            "select id, created_at from t   where kind = 'x' -- note",
+            Dialect::Postgres,
+        );
         let key = vec!["id".to_string()];
-        let shape = Shape { clock: "created_at", key: &key };
-        let r = q.page_sql(shape, window(), Slice::First, Some(100), Placeholders::Numbered);
+        let shape = Shape {
+            clock: "created_at",
+            key: &key,
+        };
+        let r = q.page_sql(
+            shape,
+            window(),
+            Slice::First,
+            Some(100),
+            Placeholders::Numbered,
+        );
         assert_eq!(
             r.sql,
             "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL ORDER BY t.\"created_at\", t.\"id\" LIMIT 100"
         );
-        assert_eq!(r.binds, vec![Bind::Instant(window().since), Bind::Instant(window().until)]);
+        assert_eq!(
+            r.binds,
+            vec![Bind::Instant(window().since), Bind::Instant(window().until)]
+        );
     }
 
     #[test]
@@ -612,21 +780,64 @@ mod tests {
             clock_type: Some("TIMESTAMPTZ".into()),
             key: vec![(Value::Int(7), Some("INT4".into()))],
         };
-        let shape = Shape { clock: "created_at", key: &key };
-        let r = q.page_sql(shape, window(), Slice::After(&ks), Some(10), Placeholders::Numbered);
-        assert!(r.sql.contains("AND (t.\"created_at\", t.\"id\") > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"), "{}", r.sql);
-        let shown = q.page_sql(shape, window(), Slice::After(&ks), Some(10), Placeholders::Inline);
-        assert!(shown.sql.contains("t.\"created_at\" >= '2026-11-01T00:00:00Z'::timestamptz"), "{}", shown.sql);
+        let shape = Shape {
+            clock: "created_at",
+            key: &key,
+        };
+        let r = q.page_sql(
+            shape,
+            window(),
+            Slice::After(&ks),
+            Some(10),
+            Placeholders::Numbered,
+        );
+        assert!(
+            r.sql.contains(
+                "AND (t.\"created_at\", t.\"id\") > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"
+            ),
+            "{}",
+            r.sql
+        );
+        let shown = q.page_sql(
+            shape,
+            window(),
+            Slice::After(&ks),
+            Some(10),
+            Placeholders::Inline,
+        );
+        assert!(
+            shown
+                .sql
+                .contains("t.\"created_at\" >= '2026-11-01T00:00:00Z'::timestamptz"),
+            "{}",
+            shown.sql
+        );
         assert!(shown.sql.contains("CAST('7' AS INT4)"), "{}", shown.sql);
         assert!(shown.binds.is_empty());
     }
 
     #[test]
     fn authors_placeholders_are_bound_directly_instead_of_wrapping_the_window() {
-        let q = accept("SELECT id, at FROM t WHERE at >= :since AND at < :until AND at > :since", Dialect::Sqlite);
+        let q = accept(
+            "SELECT id, at FROM t WHERE at >= :since AND at < :until AND at > :since",
+            Dialect::Sqlite,
+        );
         let key = vec!["id".to_string()];
-        let r = q.page_sql(Shape { clock: "at", key: &key }, window(), Slice::First, Some(5), Placeholders::Numbered);
-        assert!(r.sql.contains("WHERE at >= ?1 AND at < ?2 AND at > ?1"), "{}", r.sql);
+        let r = q.page_sql(
+            Shape {
+                clock: "at",
+                key: &key,
+            },
+            window(),
+            Slice::First,
+            Some(5),
+            Placeholders::Numbered,
+        );
+        assert!(
+            r.sql.contains("WHERE at >= ?1 AND at < ?2 AND at > ?1"),
+            "{}",
+            r.sql
+        );
         assert!(r.sql.contains("IS NOT NULL"), "{}", r.sql);
         assert_eq!(r.binds.len(), 2);
     }

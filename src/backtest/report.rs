@@ -99,7 +99,14 @@ pub struct Report {
 }
 
 impl Report {
-    pub(super) fn new(rule: &Rule, trigger: &Trigger, source: &Source, opts: &Options, window: Window, tz: &TimeZone) -> Report {
+    pub(super) fn new(
+        rule: &Rule,
+        trigger: &Trigger,
+        source: &Source,
+        opts: &Options,
+        window: Window,
+        tz: &TimeZone,
+    ) -> Report {
         Report {
             rule: rule.name.clone(),
             trigger: trigger.name.clone(),
@@ -128,8 +135,20 @@ impl Report {
     }
 
     pub(super) fn set_days(&mut self, first: Date, counts: &[u64]) {
-        let date = |i: usize| first.checked_add(jiff::Span::new().days(i as i64)).map(|d| d.to_string()).unwrap_or_default();
-        self.per_day = counts.iter().enumerate().map(|(i, &fires)| DayCount { date: date(i), fires }).collect();
+        let date = |i: usize| {
+            first
+                .checked_add(jiff::Span::new().days(i as i64))
+                .map(|d| d.to_string())
+                .unwrap_or_default()
+        };
+        self.per_day = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &fires)| DayCount {
+                date: date(i),
+                fires,
+            })
+            .collect();
         // Ties go to the earliest day.
         self.busiest_day = self.per_day.iter().rev().max_by_key(|d| d.fires).cloned();
         self.quietest_day = self.per_day.iter().rev().min_by_key(|d| d.fires).cloned();
@@ -142,8 +161,11 @@ impl Report {
                 best_start = run_start;
             }
         }
-        self.longest_zero_run =
-            (best > 0).then(|| ZeroRun { days: best as u64, from: date(best_start), to: date(best_start + best - 1) });
+        self.longest_zero_run = (best > 0).then(|| ZeroRun {
+            days: best as u64,
+            from: date(best_start),
+            to: date(best_start + best - 1),
+        });
     }
 
     /// One line: "billing_ticket: 211 rows matched → 105 fires over 120 days (…)".
@@ -179,33 +201,67 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}: {}", self.rule, self.cadence)?;
         writeln!(f, "trigger {} on source {}", self.trigger, self.source)?;
-        writeln!(f, "window  {} → {} ({} days)", self.since, self.until, self.days)?;
+        writeln!(
+            f,
+            "window  {} → {} ({} days)",
+            self.since, self.until, self.days
+        )?;
         writeln!(f)?;
-        let line = |f: &mut fmt::Formatter<'_>, label: &str, n: u64, note: &str| writeln!(f, "  {label:<22}{n:>9}{note}");
+        let line = |f: &mut fmt::Formatter<'_>, label: &str, n: u64, note: &str| {
+            writeln!(f, "  {label:<22}{n:>9}{note}")
+        };
         line(f, "rows matched", self.rows_matched, "")?;
         line(f, "fires", self.fires, "")?;
         line(f, "collapsed by cadence", self.collapsed, "")?;
         line(f, "distinct keys", self.distinct_keys, "")?;
-        line(f, "rows with NULL clock", self.null_clock_rows, "   (over the whole query; never fire)")?;
-        line(f, "rows with NULL key", self.null_key_rows, "   (never fire)")?;
+        line(
+            f,
+            "rows with NULL clock",
+            self.null_clock_rows,
+            "   (over the whole query; never fire)",
+        )?;
+        line(
+            f,
+            "rows with NULL key",
+            self.null_key_rows,
+            "   (never fire)",
+        )?;
         if self.null_anchor_rows > 0 {
-            line(f, "rows with NULL anchor", self.null_anchor_rows, "   (never fire)")?;
+            line(
+                f,
+                "rows with NULL anchor",
+                self.null_anchor_rows,
+                "   (never fire)",
+            )?;
         }
         writeln!(f)?;
         writeln!(f, "fires per day ({}; · = none):", self.time_zone)?;
         let spark: Vec<char> = self.sparkline().chars().collect();
         for (chunk, days) in spark.chunks(60).zip(self.per_day.chunks(60)) {
-            writeln!(f, "  {}  {}", days[0].date, chunk.iter().collect::<String>())?;
+            writeln!(
+                f,
+                "  {}  {}",
+                days[0].date,
+                chunk.iter().collect::<String>()
+            )?;
         }
         if let (Some(b), Some(q)) = (&self.busiest_day, &self.quietest_day) {
             writeln!(f, "  busiest day   {}  {} fires", b.date, b.fires)?;
             writeln!(f, "  quietest day  {}  {} fires", q.date, q.fires)?;
         }
         match &self.longest_zero_run {
-            Some(z) => writeln!(f, "  longest run without fires: {} days ({} → {})", z.days, z.from, z.to)?,
+            Some(z) => writeln!(
+                f,
+                "  longest run without fires: {} days ({} → {})",
+                z.days, z.from, z.to
+            )?,
             None => writeln!(f, "  every day had fires")?,
         }
-        writeln!(f, "  query time {} ms over {} page(s)", self.query_ms, self.pages)?;
+        writeln!(
+            f,
+            "  query time {} ms over {} page(s)",
+            self.query_ms, self.pages
+        )?;
         if !self.samples.is_empty() {
             writeln!(f)?;
             writeln!(f, "sample fires (spread across the window):")?;

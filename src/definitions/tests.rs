@@ -46,31 +46,64 @@ fn a_version_2_document_is_accepted_unchanged() {
     let rule = defs.rule("billing_ticket").unwrap();
     assert_eq!(
         rule.cadence,
-        Cadence::OncePerPeriod { period: Period::Week, tz: TimeZone::get("America/New_York").unwrap() }
+        Cadence::OncePerPeriod {
+            period: Period::Week,
+            tz: TimeZone::get("America/New_York").unwrap()
+        }
     );
-    assert_eq!(defs.rule("every_third").unwrap().cadence, Cadence::OncePerN { n: 3 });
+    assert_eq!(
+        defs.rule("every_third").unwrap().cadence,
+        Cadence::OncePerN { n: 3 }
+    );
     assert_eq!(defs.rule("first_ever").unwrap().cadence, Cadence::OnceEver);
     let names: Vec<&str> = defs.rules.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["billing_ticket", "every_third", "first_ever"], "file order is kept");
+    assert_eq!(
+        names,
+        ["billing_ticket", "every_third", "first_ever"],
+        "file order is kept"
+    );
 }
 
 #[test]
 fn three_independent_mistakes_are_all_reported_with_their_paths() {
     let doc = GOOD
         .replace("period: week", "period: fortnight")
-        .replace("trigger: declined_charge\n    policy: once_ever", "trigger: declined_charges\n    policy: once_ever")
+        .replace(
+            "trigger: declined_charge\n    policy: once_ever",
+            "trigger: declined_charges\n    policy: once_ever",
+        )
         .replace("    lookback: 15m", "    lookback: 15m\n    evnt_time: x");
     let problems = parse(&doc).unwrap_err().0;
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
-    assert_eq!(paths, ["triggers.declined_charge.evnt_time", "rules.billing_ticket.period", "rules.first_ever.trigger"], "{problems:#?}");
-    assert!(problems[0].message.contains("did you mean \"event_time\""), "{}", problems[0].message);
+    assert_eq!(
+        paths,
+        [
+            "triggers.declined_charge.evnt_time",
+            "rules.billing_ticket.period",
+            "rules.first_ever.trigger"
+        ],
+        "{problems:#?}"
+    );
+    assert!(
+        problems[0].message.contains("did you mean \"event_time\""),
+        "{}",
+        problems[0].message
+    );
     assert!(problems[1].message.contains("use day, week or month"));
-    assert!(problems[2].message.contains("known triggers: declined_charge"), "{}", problems[2].message);
+    assert!(
+        problems[2]
+            .message
+            .contains("known triggers: declined_charge"),
+        "{}",
+        problems[2].message
+    );
 }
 
 #[test]
 fn unknown_keys_are_errors_at_every_level() {
-    let doc = GOOD.replace("version: 2", "version: 2\nrulez: {}").replace("max_rows: 500", "max_rows: 500\n  password: x");
+    let doc = GOOD
+        .replace("version: 2", "version: 2\nrulez: {}")
+        .replace("max_rows: 500", "max_rows: 500\n  password: x");
     let problems = parse(&doc).unwrap_err().0;
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
     assert_eq!(paths, ["(document).rulez", "source.password"]);
@@ -84,7 +117,11 @@ fn the_sql_guard_runs_as_part_of_validation() {
     );
     let problems = parse(&doc).unwrap_err().0;
     assert_eq!(problems[0].path, "triggers.declined_charge.sql");
-    assert!(problems[0].message.contains("DELETE"), "{}", problems[0].message);
+    assert!(
+        problems[0].message.contains("DELETE"),
+        "{}",
+        problems[0].message
+    );
 }
 
 #[test]
@@ -104,7 +141,13 @@ rules:
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["rules.no_policy.policy", "rules.no_period.period", "rules.n_zero.n", "rules.stray_n.n", "rules.bad_zone.timezone"]
+        [
+            "rules.no_policy.policy",
+            "rules.no_period.period",
+            "rules.n_zero.n",
+            "rules.stray_n.n",
+            "rules.bad_zone.timezone"
+        ]
     );
 }
 
@@ -119,10 +162,17 @@ fn version_is_required_and_must_be_2() {
 
 #[test]
 fn a_trigger_naming_an_unknown_source_lists_the_known_ones() {
-    let doc = GOOD.replace("    lookback: 15m", "    lookback: 15m\n    source: warehouse");
+    let doc = GOOD.replace(
+        "    lookback: 15m",
+        "    lookback: 15m\n    source: warehouse",
+    );
     let p = parse(&doc).unwrap_err().0;
     assert_eq!(p[0].path, "triggers.declined_charge.source");
-    assert!(p[0].message.contains("known sources: default"), "{}", p[0].message);
+    assert!(
+        p[0].message.contains("known sources: default"),
+        "{}",
+        p[0].message
+    );
 }
 
 #[test]
@@ -137,7 +187,9 @@ rules:
     anchor: { column: starts_at, lead: 15m, lead_column: lead_minutes }
 "#;
     let defs = parse(doc).unwrap();
-    let Cadence::Anchored(a) = &defs.rule("reminder").unwrap().cadence else { panic!() };
+    let Cadence::Anchored(a) = &defs.rule("reminder").unwrap().cadence else {
+        panic!()
+    };
     assert_eq!(a.lead, SignedDuration::from_mins(15));
     assert_eq!(a.grace, SignedDuration::from_mins(5));
     assert_eq!(a.lead_column.as_deref(), Some("lead_minutes"));

@@ -14,13 +14,17 @@ use sqlx::{PgPool, SqlitePool};
 
 use crate::definitions::SourceDef;
 use crate::row::{Row, Value};
-use crate::sql_guard::{self, CheckedQuery, Dialect, GuardError, Keyset, Placeholders, Rendered, Shape, Slice, Window};
+use crate::sql_guard::{
+    self, CheckedQuery, Dialect, GuardError, Keyset, Placeholders, Rendered, Shape, Slice, Window,
+};
 
 /// What went wrong reaching or reading a source. Messages never contain a DSN or a password.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The DSN's environment variable is not set.
-    #[error("source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://… or sqlite://path)")]
+    #[error(
+        "source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://… or sqlite://path)"
+    )]
     MissingDsn {
         /// The source.
         name: String,
@@ -28,7 +32,9 @@ pub enum SourceError {
         var: String,
     },
     /// The DSN is not a URL Rowfire reads.
-    #[error("source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read")]
+    #[error(
+        "source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read"
+    )]
     BadDsn {
         /// The source.
         name: String,
@@ -36,7 +42,9 @@ pub enum SourceError {
         var: String,
     },
     /// The declared `type` and the DSN disagree.
-    #[error("source {name} is declared as type {declared} but its DSN is a {actual} URL; fix `type` or the DSN")]
+    #[error(
+        "source {name} is declared as type {declared} but its DSN is a {actual} URL; fix `type` or the DSN"
+    )]
     KindMismatch {
         /// The source.
         name: String,
@@ -84,7 +92,9 @@ pub enum SourceError {
         error: GuardError,
     },
     /// A column's type cannot be read.
-    #[error("source {name}: column {column} has type {type_name}, which Rowfire does not read; cast it in the trigger's SQL, for example {column}::text")]
+    #[error(
+        "source {name}: column {column} has type {type_name}, which Rowfire does not read; cast it in the trigger's SQL, for example {column}::text"
+    )]
     UnsupportedType {
         /// The source.
         name: String,
@@ -142,37 +152,56 @@ pub fn dialect_of(dsn: &str) -> Option<Dialect> {
 impl Source {
     /// Connects to the source `def` describes, reading its DSN from the environment.
     pub async fn from_env(def: &SourceDef) -> Result<Source, SourceError> {
-        let dsn = std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty()).ok_or_else(|| {
-            SourceError::MissingDsn { name: def.name.clone(), var: def.dsn_env.clone() }
-        })?;
+        let dsn = std::env::var(&def.dsn_env)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| SourceError::MissingDsn {
+                name: def.name.clone(),
+                var: def.dsn_env.clone(),
+            })?;
         Source::connect(def, &dsn).await
     }
 
     /// Connects to `dsn` with the settings of `def`. Sessions are read-only.
     pub async fn connect(def: &SourceDef, dsn: &str) -> Result<Source, SourceError> {
-        let bad = || SourceError::BadDsn { name: def.name.clone(), var: def.dsn_env.clone() };
+        let bad = || SourceError::BadDsn {
+            name: def.name.clone(),
+            var: def.dsn_env.clone(),
+        };
         let dialect = dialect_of(dsn).ok_or_else(bad)?;
         if let Some(declared) = def.kind
             && declared != dialect
         {
-            return Err(SourceError::KindMismatch { name: def.name.clone(), declared, actual: dialect });
+            return Err(SourceError::KindMismatch {
+                name: def.name.clone(),
+                declared,
+                actual: dialect,
+            });
         }
         let (pool, shown) = match dialect {
             Dialect::Postgres => {
-                let (pool, shown) = postgres::connect(dsn, def.statement_timeout).await.map_err(|e| match e {
-                    postgres::ConnectError::Dsn => bad(),
-                    postgres::ConnectError::Connect { shown, message } => {
-                        SourceError::Connect { name: def.name.clone(), shown, message: scrub(&message, dsn) }
-                    }
-                })?;
+                let (pool, shown) = postgres::connect(dsn, def.statement_timeout)
+                    .await
+                    .map_err(|e| match e {
+                        postgres::ConnectError::Dsn => bad(),
+                        postgres::ConnectError::Connect { shown, message } => {
+                            SourceError::Connect {
+                                name: def.name.clone(),
+                                shown,
+                                message: scrub(&message, dsn),
+                            }
+                        }
+                    })?;
                 (Pool::Postgres(pool), shown)
             }
             Dialect::Sqlite => {
                 let (pool, shown) = sqlite::connect(dsn).await.map_err(|e| match e {
                     sqlite::ConnectError::Dsn => bad(),
-                    sqlite::ConnectError::Connect { shown, message } => {
-                        SourceError::Connect { name: def.name.clone(), shown, message: scrub(&message, dsn) }
-                    }
+                    sqlite::ConnectError::Connect { shown, message } => SourceError::Connect {
+                        name: def.name.clone(),
+                        shown,
+                        message: scrub(&message, dsn),
+                    },
                 })?;
                 (Pool::Sqlite(pool), shown)
             }
@@ -209,7 +238,10 @@ impl Source {
 
     /// Checks a trigger's SQL in this source's dialect.
     pub fn check(&self, trigger: &str, sql: &str) -> Result<CheckedQuery, SourceError> {
-        sql_guard::check(sql, self.dialect).map_err(|error| SourceError::Guard { trigger: trigger.to_string(), error })
+        sql_guard::check(sql, self.dialect).map_err(|error| SourceError::Guard {
+            trigger: trigger.to_string(),
+            error,
+        })
     }
 
     fn query_error(&self, e: sqlx::Error) -> SourceError {
@@ -221,18 +253,30 @@ impl Source {
             _ => false,
         };
         if timed_out {
-            SourceError::Timeout { name: self.name.clone(), shown: self.shown.clone(), timeout: self.timeout }
+            SourceError::Timeout {
+                name: self.name.clone(),
+                shown: self.shown.clone(),
+                timeout: self.timeout,
+            }
         } else {
             let message = match &e {
                 sqlx::Error::Database(db) => db.message().to_string(),
                 other => other.to_string(),
             };
-            SourceError::Query { name: self.name.clone(), shown: self.shown.clone(), message }
+            SourceError::Query {
+                name: self.name.clone(),
+                shown: self.shown.clone(),
+                message,
+            }
         }
     }
 
     /// The query's output columns, found by running it with `LIMIT 0`.
-    pub async fn columns(&self, query: &CheckedQuery, window: Window) -> Result<Vec<Column>, SourceError> {
+    pub async fn columns(
+        &self,
+        query: &CheckedQuery,
+        window: Window,
+    ) -> Result<Vec<Column>, SourceError> {
         let rendered = query.columns_sql(window);
         match &self.pool {
             Pool::Postgres(pool) => postgres::columns(pool, &rendered).await,
@@ -243,7 +287,13 @@ impl Source {
 
     /// Checks that the clock and every key column are among the query's output columns, and
     /// (on PostgreSQL) that the clock is a timestamp or a date.
-    pub async fn check_shape(&self, trigger: &str, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<(), SourceError> {
+    pub async fn check_shape(
+        &self,
+        trigger: &str,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<(), SourceError> {
         let columns = self.columns(query, window).await?;
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
         let mut missing = Vec::new();
@@ -263,8 +313,14 @@ impl Source {
             });
         }
         if self.dialect == Dialect::Postgres {
-            let clock = columns.iter().find(|c| c.name == shape.clock).expect("checked above");
-            if !matches!(clock.type_name.as_str(), "TIMESTAMPTZ" | "TIMESTAMP" | "DATE") {
+            let clock = columns
+                .iter()
+                .find(|c| c.name == shape.clock)
+                .expect("checked above");
+            if !matches!(
+                clock.type_name.as_str(),
+                "TIMESTAMPTZ" | "TIMESTAMP" | "DATE"
+            ) {
                 return Err(SourceError::Shape {
                     trigger: trigger.to_string(),
                     message: format!(
@@ -286,27 +342,65 @@ impl Source {
     }
 
     /// Rows whose clock is NULL (or unreadable), over the whole query, not just the window.
-    pub async fn count_null_clocks(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<u64, SourceError> {
+    pub async fn count_null_clocks(
+        &self,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<u64, SourceError> {
         self.count(&query.null_clock_count_sql(shape, window)).await
     }
 
     /// Rows in the window with a NULL key column. They are read by no page and fire nothing.
-    pub async fn count_null_keys(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> Result<u64, SourceError> {
+    pub async fn count_null_keys(
+        &self,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<u64, SourceError> {
         self.count(&query.null_key_count_sql(shape, window)).await
     }
 
     /// Opens a paged read of a trigger's window, in one read-only snapshot.
-    pub async fn read_window<'a>(&'a self, query: &'a CheckedQuery, shape: Shape<'a>, window: Window) -> Result<WindowReader<'a>, SourceError> {
+    pub async fn read_window<'a>(
+        &'a self,
+        query: &'a CheckedQuery,
+        shape: Shape<'a>,
+        window: Window,
+    ) -> Result<WindowReader<'a>, SourceError> {
         let session = match &self.pool {
-            Pool::Postgres(pool) => Session::Postgres(postgres::begin(pool).await.map_err(|e| self.query_error(e))?),
-            Pool::Sqlite(pool) => Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?),
+            Pool::Postgres(pool) => Session::Postgres(
+                postgres::begin(pool)
+                    .await
+                    .map_err(|e| self.query_error(e))?,
+            ),
+            Pool::Sqlite(pool) => {
+                Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?)
+            }
         };
-        Ok(WindowReader { source: self, query, shape, window, session, after: None, done: false, pages: 0 })
+        Ok(WindowReader {
+            source: self,
+            query,
+            shape,
+            window,
+            session,
+            after: None,
+            done: false,
+            pages: 0,
+        })
     }
 
     /// The first page's SQL with the window's literals written in, as `rowfire explain` shows it.
     pub fn explain(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> String {
-        query.page_sql(shape, window, Slice::First, Some(self.page_size), Placeholders::Inline).sql
+        query
+            .page_sql(
+                shape,
+                window,
+                Slice::First,
+                Some(self.page_size),
+                Placeholders::Inline,
+            )
+            .sql
     }
 
     /// Runs a statement on a source session without the guard. It exists so tests can show that
@@ -351,7 +445,12 @@ pub(crate) struct Fetched {
 
 impl Fetched {
     fn empty() -> Fetched {
-        Fetched { rows: Vec::new(), sort_clocks: None, clock: (0, None), key: Vec::new() }
+        Fetched {
+            rows: Vec::new(),
+            sort_clocks: None,
+            clock: (0, None),
+            key: Vec::new(),
+        }
     }
 
     /// The (clock, key) values of row `i`, as compared in SQL.
@@ -364,13 +463,21 @@ impl Fetched {
         Keyset {
             clock,
             clock_type: self.clock.1.clone(),
-            key: self.key.iter().map(|(k, ty)| (row.values[*k].clone(), ty.clone())).collect(),
+            key: self
+                .key
+                .iter()
+                .map(|(k, ty)| (row.values[*k].clone(), ty.clone()))
+                .collect(),
         }
     }
 }
 
 /// Finds the clock and key columns of a page by name.
-fn positions(columns: &[String], shape: Shape<'_>, types: &[Option<String>]) -> ((usize, Option<String>), Vec<(usize, Option<String>)>) {
+fn positions(
+    columns: &[String],
+    shape: Shape<'_>,
+    types: &[Option<String>],
+) -> ((usize, Option<String>), Vec<(usize, Option<String>)>) {
     let at = |name: &str| {
         let i = columns.iter().position(|c| c == name).unwrap_or(0);
         (i, types.get(i).cloned().flatten())
@@ -392,9 +499,11 @@ impl WindowReader<'_> {
         }
         .map_err(|e| match e {
             FetchError::Sql(e) => source.query_error(e),
-            FetchError::Unsupported { column, type_name } => {
-                SourceError::UnsupportedType { name: source.name.clone(), column, type_name }
-            }
+            FetchError::Unsupported { column, type_name } => SourceError::UnsupportedType {
+                name: source.name.clone(),
+                column,
+                type_name,
+            },
         })
     }
 
@@ -409,7 +518,13 @@ impl WindowReader<'_> {
             None => Slice::First,
             Some(ks) => Slice::After(ks),
         };
-        let rendered = self.query.page_sql(self.shape, self.window, slice, Some(limit), Placeholders::Numbered);
+        let rendered = self.query.page_sql(
+            self.shape,
+            self.window,
+            slice,
+            Some(limit),
+            Placeholders::Numbered,
+        );
         let mut page = self.fetch(&rendered).await?;
         self.pages += 1;
         if page.rows.len() < limit {
@@ -417,8 +532,17 @@ impl WindowReader<'_> {
             return Ok(Some(page.rows));
         }
         let last = page.keyset(page.rows.len() - 1);
-        let tied = (0..page.rows.len()).rev().take_while(|i| page.keyset(*i) == last).count();
-        let rendered = self.query.page_sql(self.shape, self.window, Slice::TiedWith(&last), None, Placeholders::Numbered);
+        let tied = (0..page.rows.len())
+            .rev()
+            .take_while(|i| page.keyset(*i) == last)
+            .count();
+        let rendered = self.query.page_sql(
+            self.shape,
+            self.window,
+            Slice::TiedWith(&last),
+            None,
+            Placeholders::Numbered,
+        );
         let run = self.fetch(&rendered).await?;
         page.rows.truncate(page.rows.len() - tied);
         page.rows.extend(run.rows);
@@ -460,7 +584,6 @@ fn scrub(message: &str, dsn: &str) -> String {
     }
     out
 }
-
 
 #[cfg(test)]
 mod tests {

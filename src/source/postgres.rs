@@ -7,7 +7,10 @@ use std::time::Duration;
 use jiff_sqlx::ToSqlx;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow, PgTypeInfo, PgTypeKind};
 use sqlx::query::Query;
-use sqlx::{AssertSqlSafe, Column as _, Executor, Statement as _, PgPool, Postgres, Row as _, SqlSafeStr, TypeInfo, ValueRef};
+use sqlx::{
+    AssertSqlSafe, Column as _, Executor, PgPool, Postgres, Row as _, SqlSafeStr, Statement as _,
+    TypeInfo, ValueRef,
+};
 
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
@@ -18,9 +21,17 @@ pub(super) enum ConnectError {
     Connect { shown: String, message: String },
 }
 
-pub(super) async fn connect(dsn: &str, timeout: Duration) -> Result<(PgPool, String), ConnectError> {
+pub(super) async fn connect(
+    dsn: &str,
+    timeout: Duration,
+) -> Result<(PgPool, String), ConnectError> {
     let opts = PgConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
-    let shown = format!("{}:{}/{}", opts.get_host(), opts.get_port(), opts.get_database().unwrap_or(""));
+    let shown = format!(
+        "{}:{}/{}",
+        opts.get_host(),
+        opts.get_port(),
+        opts.get_database().unwrap_or("")
+    );
     let timeout_ms = timeout.as_millis().to_string();
     let opts = opts.application_name("rowfire").options([
         ("default_transaction_read_only", "on"),
@@ -32,7 +43,10 @@ pub(super) async fn connect(dsn: &str, timeout: Duration) -> Result<(PgPool, Str
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(opts)
         .await
-        .map_err(|e| ConnectError::Connect { shown: shown.clone(), message: e.to_string() })?;
+        .map_err(|e| ConnectError::Connect {
+            shown: shown.clone(),
+            message: e.to_string(),
+        })?;
     Ok((pool, shown))
 }
 
@@ -47,19 +61,30 @@ fn bound(rendered: &Rendered) -> Query<'_, Postgres, PgArguments> {
     q
 }
 
-pub(super) async fn begin(pool: &PgPool) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
-    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await
+pub(super) async fn begin(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
 }
 
-pub(super) async fn columns(pool: &PgPool, rendered: &Rendered) -> Result<Vec<Column>, sqlx::Error> {
-    let described = pool.prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str()).await?;
+pub(super) async fn columns(
+    pool: &PgPool,
+    rendered: &Rendered,
+) -> Result<Vec<Column>, sqlx::Error> {
+    let described = pool
+        .prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str())
+        .await?;
     let mut tx = begin(pool).await?;
     bound(rendered).fetch_all(&mut *tx).await?;
     tx.rollback().await?;
     Ok(described
         .columns()
         .iter()
-        .map(|c| Column { name: c.name().to_string(), type_name: c.type_info().name().to_string() })
+        .map(|c| Column {
+            name: c.name().to_string(),
+            type_name: c.type_info().name().to_string(),
+        })
         .collect())
 }
 
@@ -71,7 +96,10 @@ pub(super) async fn count(pool: &PgPool, rendered: &Rendered) -> Result<u64, sql
 }
 
 pub(super) async fn execute(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_string())).execute(pool).await.map(|_| ())
+    sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
+        .execute(pool)
+        .await
+        .map(|_| ())
 }
 
 #[derive(Clone, Copy)]
@@ -124,11 +152,19 @@ fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
         Kind::I8 => Value::Int(row.try_get_unchecked(i)?),
         Kind::F4 => Value::Float(row.try_get_unchecked::<f32, _>(i)?.into()),
         Kind::F8 => Value::Float(row.try_get_unchecked(i)?),
-        Kind::Numeric => Value::Decimal(row.try_get_unchecked::<sqlx::types::BigDecimal, _>(i)?.to_plain_string()),
+        Kind::Numeric => Value::Decimal(
+            row.try_get_unchecked::<sqlx::types::BigDecimal, _>(i)?
+                .to_plain_string(),
+        ),
         Kind::Text => Value::Text(row.try_get_unchecked(i)?),
-        Kind::TimestampTz => Value::Timestamp(row.try_get_unchecked::<jiff_sqlx::Timestamp, _>(i)?.to_jiff()),
+        Kind::TimestampTz => Value::Timestamp(
+            row.try_get_unchecked::<jiff_sqlx::Timestamp, _>(i)?
+                .to_jiff(),
+        ),
         Kind::Timestamp => {
-            let civil = row.try_get_unchecked::<jiff_sqlx::DateTime, _>(i)?.to_jiff();
+            let civil = row
+                .try_get_unchecked::<jiff_sqlx::DateTime, _>(i)?
+                .to_jiff();
             match civil.to_zoned(jiff::tz::TimeZone::UTC) {
                 Ok(z) => Value::Timestamp(z.timestamp()),
                 Err(_) => Value::Null,
@@ -136,7 +172,10 @@ fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
         }
         Kind::Date => Value::Date(row.try_get_unchecked::<jiff_sqlx::Date, _>(i)?.to_jiff()),
         Kind::Json => Value::Json(row.try_get_unchecked(i)?),
-        Kind::Uuid => Value::Text(row.try_get_unchecked::<sqlx::types::Uuid, _>(i)?.to_string()),
+        Kind::Uuid => Value::Text(
+            row.try_get_unchecked::<sqlx::types::Uuid, _>(i)?
+                .to_string(),
+        ),
         Kind::Bytes => Value::Bytes(row.try_get_unchecked(i)?),
     })
 }
@@ -148,10 +187,15 @@ pub(super) async fn fetch(
     _source: &str,
 ) -> Result<Fetched, FetchError> {
     let pg_rows = bound(rendered).fetch_all(&mut **tx).await?;
-    let Some(first) = pg_rows.first() else { return Ok(Fetched::empty()) };
+    let Some(first) = pg_rows.first() else {
+        return Ok(Fetched::empty());
+    };
     let cols = first.columns();
     let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
-    let types: Vec<Option<String>> = cols.iter().map(|c| Some(c.type_info().name().to_string())).collect();
+    let types: Vec<Option<String>> = cols
+        .iter()
+        .map(|c| Some(c.type_info().name().to_string()))
+        .collect();
     let kinds = cols
         .iter()
         .map(|c| {
@@ -164,9 +208,22 @@ pub(super) async fn fetch(
     let (clock, key) = positions(&columns, shape, &types);
     let mut rows = Vec::with_capacity(pg_rows.len());
     for r in &pg_rows {
-        let values = kinds.iter().enumerate().map(|(i, k)| decode(r, i, *k)).collect::<Result<Vec<_>, _>>()?;
+        let values = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, k)| decode(r, i, *k))
+            .collect::<Result<Vec<_>, _>>()?;
         let clock_at = values[clock.0].as_timestamp();
-        rows.push(Row { columns: columns.clone(), values, clock: clock_at });
+        rows.push(Row {
+            columns: columns.clone(),
+            values,
+            clock: clock_at,
+        });
     }
-    Ok(Fetched { rows, sort_clocks: None, clock, key })
+    Ok(Fetched {
+        rows,
+        sort_clocks: None,
+        clock,
+        key,
+    })
 }

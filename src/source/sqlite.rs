@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use sqlx::query::Query;
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, Column as _, Executor, Statement as _, Row as _, Sqlite, SqliteConnection, SqlitePool, SqlSafeStr, TypeInfo, ValueRef};
+use sqlx::{
+    AssertSqlSafe, Column as _, Executor, Row as _, SqlSafeStr, Sqlite, SqliteConnection,
+    SqlitePool, Statement as _, TypeInfo, ValueRef,
+};
 
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
@@ -21,17 +24,31 @@ pub(super) enum ConnectError {
 pub(super) async fn connect(dsn: &str) -> Result<(SqlitePool, String), ConnectError> {
     let opts = SqliteConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
     let file = opts.get_filename().to_path_buf();
-    let shown = format!("sqlite:{}", file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+    let shown = format!(
+        "sqlite:{}",
+        file.file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
     if !file.exists() {
-        let message = format!("no database file at {}; check the path in the DSN", file.display());
+        let message = format!(
+            "no database file at {}; check the path in the DSN",
+            file.display()
+        );
         return Err(ConnectError::Connect { shown, message });
     }
-    let opts = opts.read_only(true).create_if_missing(false).pragma("query_only", "ON");
+    let opts = opts
+        .read_only(true)
+        .create_if_missing(false)
+        .pragma("query_only", "ON");
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
         .connect_with(opts)
         .await
-        .map_err(|e| ConnectError::Connect { shown: shown.clone(), message: e.to_string() })?;
+        .map_err(|e| ConnectError::Connect {
+            shown: shown.clone(),
+            message: e.to_string(),
+        })?;
     Ok((pool, shown))
 }
 
@@ -56,27 +73,44 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
 /// Interrupts any statement on `conn` that runs past `timeout` from now.
 async fn arm_timeout(conn: &mut SqliteConnection, timeout: Duration) -> Result<(), sqlx::Error> {
     let deadline = Instant::now() + timeout;
-    conn.lock_handle().await?.set_progress_handler(10_000, move || Instant::now() < deadline);
+    conn.lock_handle()
+        .await?
+        .set_progress_handler(10_000, move || Instant::now() < deadline);
     Ok(())
 }
 
-pub(super) async fn begin(pool: &SqlitePool) -> Result<sqlx::Transaction<'static, Sqlite>, sqlx::Error> {
+pub(super) async fn begin(
+    pool: &SqlitePool,
+) -> Result<sqlx::Transaction<'static, Sqlite>, sqlx::Error> {
     pool.begin().await
 }
 
-pub(super) async fn columns(pool: &SqlitePool, rendered: &Rendered, timeout: Duration) -> Result<Vec<Column>, sqlx::Error> {
+pub(super) async fn columns(
+    pool: &SqlitePool,
+    rendered: &Rendered,
+    timeout: Duration,
+) -> Result<Vec<Column>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    let described = (&mut *conn).prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str()).await?;
+    let described = (&mut *conn)
+        .prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str())
+        .await?;
     arm_timeout(&mut conn, timeout).await?;
     bound(rendered).fetch_all(&mut *conn).await?;
     Ok(described
         .columns()
         .iter()
-        .map(|c| Column { name: c.name().to_string(), type_name: c.type_info().name().to_string() })
+        .map(|c| Column {
+            name: c.name().to_string(),
+            type_name: c.type_info().name().to_string(),
+        })
         .collect())
 }
 
-pub(super) async fn count(pool: &SqlitePool, rendered: &Rendered, timeout: Duration) -> Result<u64, sqlx::Error> {
+pub(super) async fn count(
+    pool: &SqlitePool,
+    rendered: &Rendered,
+    timeout: Duration,
+) -> Result<u64, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     arm_timeout(&mut conn, timeout).await?;
     let row = bound(rendered).fetch_one(&mut *conn).await?;
@@ -84,7 +118,10 @@ pub(super) async fn count(pool: &SqlitePool, rendered: &Rendered, timeout: Durat
 }
 
 pub(super) async fn execute(pool: &SqlitePool, sql: &str) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql(AssertSqlSafe(sql.to_string())).execute(pool).await.map(|_| ())
+    sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
+        .execute(pool)
+        .await
+        .map(|_| ())
 }
 
 fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error> {
@@ -109,7 +146,9 @@ pub(super) async fn fetch(
 ) -> Result<Fetched, FetchError> {
     arm_timeout(tx, timeout).await?;
     let lite_rows = bound(rendered).fetch_all(&mut **tx).await?;
-    let Some(first) = lite_rows.first() else { return Ok(Fetched::empty()) };
+    let Some(first) = lite_rows.first() else {
+        return Ok(Fetched::empty());
+    };
     let cols = first.columns();
     // The last column is Rowfire's normalised clock; callers see only the author's columns.
     let width = cols.len() - 1;
@@ -119,11 +158,22 @@ pub(super) async fn fetch(
     let mut rows = Vec::with_capacity(lite_rows.len());
     let mut sort_clocks = Vec::with_capacity(lite_rows.len());
     for r in &lite_rows {
-        let values = (0..width).map(|i| decode(r, i)).collect::<Result<Vec<_>, _>>()?;
+        let values = (0..width)
+            .map(|i| decode(r, i))
+            .collect::<Result<Vec<_>, _>>()?;
         let sort_clock = decode(r, width)?;
         let at = sort_clock.as_timestamp();
         sort_clocks.push(sort_clock);
-        rows.push(Row { columns: columns.clone(), values, clock: at });
+        rows.push(Row {
+            columns: columns.clone(),
+            values,
+            clock: at,
+        });
     }
-    Ok(Fetched { rows, sort_clocks: Some(sort_clocks), clock, key })
+    Ok(Fetched {
+        rows,
+        sort_clocks: Some(sort_clocks),
+        clock,
+        key,
+    })
 }
