@@ -187,7 +187,7 @@ impl Cadence {
 /// Occurrences 1, n+1, 2n+1, … fire; the bucket is the ordinal itself.
 pub fn nth_bucket(n: u32, ordinal: u64) -> Option<String> {
     let n = u64::from(n.max(1));
-    (ordinal >= 1 && (ordinal - 1) % n == 0).then(|| ordinal.to_string())
+    (ordinal >= 1 && (ordinal - 1).is_multiple_of(n)).then(|| ordinal.to_string())
 }
 
 /// The dedup key of a row: its key columns' values encoded so that different tuples never

@@ -432,15 +432,18 @@ pub struct WindowReader<'a> {
     pages: u32,
 }
 
+/// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
+pub(crate) type ColumnAt = (usize, Option<String>);
+
 /// A page of rows as decoded, with what is needed to continue after any of them.
 pub(crate) struct Fetched {
     pub rows: Vec<Row>,
     /// SQLite only: per row, the normalised clock text compared in SQL.
     pub sort_clocks: Option<Vec<Value>>,
     /// The clock column's index and PostgreSQL type.
-    pub clock: (usize, Option<String>),
+    pub clock: ColumnAt,
     /// The key columns' indices and PostgreSQL types.
-    pub key: Vec<(usize, Option<String>)>,
+    pub key: Vec<ColumnAt>,
 }
 
 impl Fetched {
@@ -477,7 +480,7 @@ fn positions(
     columns: &[String],
     shape: Shape<'_>,
     types: &[Option<String>],
-) -> ((usize, Option<String>), Vec<(usize, Option<String>)>) {
+) -> (ColumnAt, Vec<ColumnAt>) {
     let at = |name: &str| {
         let i = columns.iter().position(|c| c == name).unwrap_or(0);
         (i, types.get(i).cloned().flatten())

@@ -40,7 +40,7 @@ pub(super) async fn connect(
     ]);
     let pool = PgPoolOptions::new()
         .max_connections(2)
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(timeout.min(Duration::from_secs(10)))
         .connect_with(opts)
         .await
         .map_err(|e| ConnectError::Connect {
@@ -61,11 +61,16 @@ fn bound(rendered: &Rendered) -> Query<'_, Postgres, PgArguments> {
     q
 }
 
+/// Opens a read-only, repeatable-read transaction and takes its snapshot at once, so that no
+/// later statement in it can switch it to read-write ("must be set before any query").
 pub(super) async fn begin(
     pool: &PgPool,
 ) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
-    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .await
+    let mut tx = pool
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await?;
+    sqlx::query("SELECT 1").execute(&mut *tx).await?;
+    Ok(tx)
 }
 
 pub(super) async fn columns(
@@ -95,11 +100,13 @@ pub(super) async fn count(pool: &PgPool, rendered: &Rendered) -> Result<u64, sql
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
 
+/// Runs statements the way reads run: inside a read-only transaction whose snapshot is taken.
 pub(super) async fn execute(pool: &PgPool, sql: &str) -> Result<(), sqlx::Error> {
+    let mut tx = begin(pool).await?;
     sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
-        .execute(pool)
-        .await
-        .map(|_| ())
+        .execute(&mut *tx)
+        .await?;
+    tx.rollback().await
 }
 
 #[derive(Clone, Copy)]
@@ -152,10 +159,13 @@ fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
         Kind::I8 => Value::Int(row.try_get_unchecked(i)?),
         Kind::F4 => Value::Float(row.try_get_unchecked::<f32, _>(i)?.into()),
         Kind::F8 => Value::Float(row.try_get_unchecked(i)?),
-        Kind::Numeric => Value::Decimal(
-            row.try_get_unchecked::<sqlx::types::BigDecimal, _>(i)?
-                .to_plain_string(),
-        ),
+        Kind::Numeric => {
+            let raw = row.try_get_raw(i)?;
+            let bytes = raw.as_bytes().map_err(sqlx::Error::Decode)?;
+            let text = numeric_text(bytes)
+                .ok_or_else(|| sqlx::Error::Decode("malformed NUMERIC value".into()))?;
+            Value::Decimal(text)
+        }
         Kind::Text => Value::Text(row.try_get_unchecked(i)?),
         Kind::TimestampTz => Value::Timestamp(
             row.try_get_unchecked::<jiff_sqlx::Timestamp, _>(i)?
@@ -178,6 +188,62 @@ fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
         ),
         Kind::Bytes => Value::Bytes(row.try_get_unchecked(i)?),
     })
+}
+
+/// Reads PostgreSQL's binary NUMERIC (base-10000 digit groups with a weight, a sign and a
+/// display scale) as plain decimal text with exactly the display scale: `1.10` stays `1.10`.
+/// Written here because the decimal crates' decoders drop the display scale.
+fn numeric_text(bytes: &[u8]) -> Option<String> {
+    let word = |i: usize| {
+        bytes
+            .get(i..i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let ndigits = usize::from(word(0)?);
+    let weight = i32::from(word(2)? as i16);
+    let sign = word(4)?;
+    let dscale = usize::from(word(6)?);
+    match sign {
+        0xC000 => return Some("NaN".into()),
+        0xD000 => return Some("Infinity".into()),
+        0xF000 => return Some("-Infinity".into()),
+        0x0000 | 0x4000 => {}
+        _ => return None,
+    }
+    let digits: Vec<u16> = (0..ndigits)
+        .map(|k| word(8 + 2 * k))
+        .collect::<Option<_>>()?;
+    let group = |index: i32| {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| digits.get(i).copied())
+            .unwrap_or(0)
+    };
+    let mut text = if sign == 0x4000 {
+        String::from("-")
+    } else {
+        String::new()
+    };
+    if weight < 0 {
+        text.push('0');
+    } else {
+        text.push_str(&group(0).to_string());
+        for w in 1..=weight {
+            text.push_str(&format!("{:04}", group(w)));
+        }
+    }
+    if dscale > 0 {
+        let mut fraction = String::new();
+        let mut index = weight + 1;
+        while fraction.len() < dscale {
+            fraction.push_str(&format!("{:04}", group(index)));
+            index += 1;
+        }
+        fraction.truncate(dscale);
+        text.push('.');
+        text.push_str(&fraction);
+    }
+    Some(text)
 }
 
 pub(super) async fn fetch(
@@ -226,4 +292,38 @@ pub(super) async fn fetch(
         clock,
         key,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numeric_text;
+
+    fn numeric(weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for word in [digits.len() as u16, weight as u16, sign, dscale]
+            .into_iter()
+            .chain(digits.iter().copied())
+        {
+            out.extend_from_slice(&word.to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn numerics_keep_their_display_scale() {
+        assert_eq!(numeric_text(&numeric(0, 0, 2, &[1, 1000])).unwrap(), "1.10");
+        assert_eq!(numeric_text(&numeric(0, 0, 1, &[1, 1000])).unwrap(), "1.1");
+        assert_eq!(
+            numeric_text(&numeric(-2, 0, 7, &[10])).unwrap(),
+            "0.0000001"
+        );
+        assert_eq!(
+            numeric_text(&numeric(1, 0x4000, 1, &[1, 2345, 6000])).unwrap(),
+            "-12345.6"
+        );
+        assert_eq!(numeric_text(&numeric(2, 0, 0, &[1])).unwrap(), "100000000");
+        assert_eq!(numeric_text(&numeric(0, 0, 3, &[])).unwrap(), "0.000");
+        assert_eq!(numeric_text(&numeric(0, 0xC000, 0, &[])).unwrap(), "NaN");
+        assert_eq!(numeric_text(&[0, 1]), None);
+    }
 }

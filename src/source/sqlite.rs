@@ -117,6 +117,7 @@ pub(super) async fn count(
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
 
+/// Runs statements on a source connection as it is opened for reads.
 pub(super) async fn execute(pool: &SqlitePool, sql: &str) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
         .execute(pool)

@@ -1,0 +1,252 @@
+//! The command line, run as a user would run it.
+
+use std::process::{Command, Output};
+
+use crate::support::{TestSqlite, now, sample_source};
+
+fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rowfire"));
+    cmd.args(args)
+        .env_remove("SAMPLE_DATABASE_URL")
+        .env_remove("DATABASE_URL");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn validate_reports_three_independent_mistakes_at_once_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = rowfire::fixture::SAMPLE_DEFINITIONS
+        .replace("period: week", "period: fortnight")
+        .replace(
+            "    trigger: enterprise_signup\n",
+            "    trigger: enterprise_sign_up\n",
+        )
+        .replace(
+            "    key: [meeting_id]",
+            "    key: [meeting_id]\n    lookbak: 5m",
+        );
+    let file = dir.path().join("broken.yaml");
+    std::fs::write(&file, broken).unwrap();
+    let out = rowfire(&["validate", file.to_str().unwrap()], &[]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("3 problems"), "{err}");
+    assert!(
+        err.contains(
+            "rules.billing_ticket.period: unknown period \"fortnight\"; use day, week or month"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("rules.enterprise_announcement.trigger: unknown trigger \"enterprise_sign_up\"; known triggers: declined_charge, enterprise_signup_naive, enterprise_signup, detractor, meeting_changed"), "{err}");
+    assert!(
+        err.contains("triggers.meeting_changed.lookbak: unknown key; did you mean \"lookback\"?"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn validate_checks_columns_when_the_source_is_reachable() {
+    let db = TestSqlite::new();
+    sample_source(&db.url, 100).await;
+    let file = "examples/saas/definitions.yaml";
+    let out = rowfire(&["validate", file], &[("SAMPLE_DATABASE_URL", &db.url)]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(
+        stdout
+            .matches("columns ok on default (sqlite:sample.db)")
+            .count(),
+        5,
+        "{stdout}"
+    );
+
+    let offline = rowfire(&["validate", file], &[]);
+    assert!(offline.status.success());
+    assert!(
+        text(&offline)
+            .0
+            .contains("columns not checked (SAMPLE_DATABASE_URL is not set)")
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("wrong.yaml");
+    std::fs::write(
+        &wrong,
+        rowfire::fixture::SAMPLE_DEFINITIONS.replace("key: [meeting_id]", "key: [meeting]"),
+    )
+    .unwrap();
+    let out = rowfire(
+        &["validate", wrong.to_str().unwrap()],
+        &[("SAMPLE_DATABASE_URL", &db.url)],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out)
+            .0
+            .contains("trigger meeting_changed: the query returns no column named meeting"),
+        "{}",
+        text(&out).0
+    );
+}
+
+#[test]
+fn the_demo_prints_a_headline_for_every_sample_rule_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo_dir = dir.path().join("demo");
+    let out = rowfire(
+        &[
+            "demo",
+            "--dir",
+            demo_dir.to_str().unwrap(),
+            "--now",
+            "2026-11-29T12:00:00Z",
+        ],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for rule in [
+        "billing_ticket",
+        "billing_heads_up",
+        "enterprise_announcement_naive",
+        "enterprise_announcement",
+        "third_failed_payment",
+        "detractor_follow_up",
+    ] {
+        assert!(
+            stdout.contains(&format!("  {rule}: ")),
+            "{rule} missing in\n{stdout}"
+        );
+    }
+    assert!(demo_dir.join("sample.db").exists() && demo_dir.join("definitions.yaml").exists());
+
+    // Its headline agrees with a full backtest of the same rule.
+    let url = format!("sqlite://{}", demo_dir.join("sample.db").display());
+    let out = rowfire(
+        &[
+            "backtest",
+            "billing_ticket",
+            "-f",
+            "examples/saas/definitions.yaml",
+            "--days",
+            "120",
+            "--now",
+            "2026-11-29T12:00:00Z",
+            "--json",
+        ],
+        &[("SAMPLE_DATABASE_URL", &url)],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let headline = format!(
+        "billing_ticket: {} rows matched → {} fires over 120 days",
+        report["rows_matched"], report["fires"]
+    );
+    assert!(stdout.contains(&headline), "{headline}\n{stdout}");
+    assert!(
+        report["caveat"]
+            .as_str()
+            .unwrap()
+            .contains("floor, not a replay")
+    );
+    assert_eq!(report["per_day"].as_array().unwrap().len(), 121);
+}
+
+#[tokio::test]
+async fn backtest_prints_the_report_with_its_sparkline_and_caveat() {
+    let db = TestSqlite::new();
+    sample_source(&db.url, 100).await;
+    let now = now().to_string();
+    let out = rowfire(
+        &[
+            "backtest",
+            "billing_ticket",
+            "-f",
+            "examples/saas/definitions.yaml",
+            "--days",
+            "120",
+            "--sample",
+            "2",
+            "--now",
+            &now,
+        ],
+        &[("SAMPLE_DATABASE_URL", &db.url)],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    for needle in [
+        "rows matched",
+        "collapsed by cadence",
+        "rows with NULL clock",
+        "fires per day (UTC; · = none)",
+        "busiest day",
+        "quietest day",
+        "longest run without fires",
+        "sample fires",
+        "floor, not a replay",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing in\n{stdout}");
+    }
+    let unknown = rowfire(
+        &["backtest", "nope", "-f", "examples/saas/definitions.yaml"],
+        &[("SAMPLE_DATABASE_URL", &db.url)],
+    );
+    assert!(
+        text(&unknown)
+            .1
+            .contains("unknown rule \"nope\"; known rules: billing_ticket"),
+        "{}",
+        text(&unknown).1
+    );
+}
+
+#[test]
+fn explain_prints_the_wrapped_sql_with_the_window_literals() {
+    let out = rowfire(
+        &[
+            "explain",
+            "declined_charge",
+            "-f",
+            "examples/saas/definitions.yaml",
+            "--now",
+            "2026-11-29T12:00:00Z",
+        ],
+        &[(
+            "SAMPLE_DATABASE_URL",
+            "postgres://reader:pw@db.internal:5432/app",
+        )],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("t.\"attempted_at\" >= '2026-11-28T12:00:00Z'::timestamptz AND t.\"attempted_at\" < '2026-11-29T12:00:00Z'::timestamptz"), "{stdout}");
+    assert!(
+        stdout.contains("ORDER BY t.\"attempted_at\", t.\"account_id\" LIMIT 10000"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("pw@"), "no DSN in output");
+    let lite = rowfire(
+        &[
+            "explain",
+            "declined_charge",
+            "-f",
+            "examples/saas/definitions.yaml",
+            "--now",
+            "2026-11-29T12:00:00Z",
+        ],
+        &[("SAMPLE_DATABASE_URL", "sqlite://x.db")],
+    );
+    assert!(
+        text(&lite).0.contains(">= '2026-11-28 12:00:00.000'"),
+        "{}",
+        text(&lite).0
+    );
+}

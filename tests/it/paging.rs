@@ -1,0 +1,223 @@
+//! Windows larger than a page are read completely: every row exactly once.
+
+use std::collections::BTreeSet;
+
+use jiff::{SignedDuration, Timestamp};
+use rowfire::definitions::{self, DEFAULT_SOURCE};
+use rowfire::row::Value;
+use rowfire::source::Source;
+use rowfire::sql_guard::{Shape, Window};
+use sqlx::{AssertSqlSafe, Connection, SqliteConnection};
+
+use crate::support::{TestPg, TestSqlite, now, sample_source, source_def};
+
+async fn read_ids(
+    source: &Source,
+    sql: &str,
+    clock: &str,
+    key: &[String],
+    window: Window,
+) -> (Vec<i64>, u32) {
+    let query = source.check("t", sql).unwrap();
+    let mut reader = source
+        .read_window(&query, Shape { clock, key }, window)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    while let Some(page) = reader.next_page().await.unwrap() {
+        for row in page {
+            let Some(Value::Int(id)) = row.get("id") else {
+                panic!("no id in {row:?}")
+            };
+            ids.push(*id);
+        }
+    }
+    (ids, reader.pages())
+}
+
+fn all_time() -> Window {
+    Window {
+        since: now() - SignedDuration::from_hours(24 * 400),
+        until: now(),
+    }
+}
+
+async fn three_pages_read_every_row_once(url: &str) {
+    let (data, defs, _) = sample_source(url, 10_000).await;
+    let trigger = defs.trigger("declined_charge").unwrap();
+    let attempts = data.table("payment_attempts");
+    let expected: BTreeSet<i64> = attempts
+        .rows
+        .iter()
+        .filter(|r| {
+            r[5] == Value::Text("declined".into())
+                && !r[1].is_null()
+                && r[7].as_timestamp().is_some_and(|t| t < now())
+        })
+        .map(|r| match r[0] {
+            Value::Int(id) => id,
+            _ => unreachable!(),
+        })
+        .collect();
+    let page = expected.len().div_ceil(3);
+    let source = Source::connect(&source_def(&defs, page), url)
+        .await
+        .unwrap();
+    let (ids, pages) = read_ids(
+        &source,
+        &trigger.sql,
+        &trigger.event_time,
+        &trigger.key,
+        all_time(),
+    )
+    .await;
+    assert!(
+        pages >= 3,
+        "{pages} pages for {} rows in pages of {page}",
+        expected.len()
+    );
+    assert_eq!(ids.len(), expected.len(), "no row read twice");
+    assert_eq!(
+        ids.iter().copied().collect::<BTreeSet<_>>(),
+        expected,
+        "no row skipped"
+    );
+}
+
+#[tokio::test]
+async fn a_window_of_three_pages_is_read_completely_on_sqlite() {
+    let db = TestSqlite::new();
+    three_pages_read_every_row_once(&db.url).await;
+}
+
+#[tokio::test]
+async fn a_window_of_three_pages_is_read_completely_on_postgres() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    three_pages_read_every_row_once(&pg.url).await;
+}
+
+async fn ties_source(url: &str) -> Source {
+    let defs = definitions::parse("version: 2\n").unwrap();
+    let mut def = defs.source(DEFAULT_SOURCE).unwrap().clone();
+    def.page_size = 4;
+    Source::connect(&def, url).await.unwrap()
+}
+
+/// Ten rows share one (clock, key) and straddle page boundaries of four rows.
+fn tie_rows() -> Vec<(i64, &'static str, &'static str)> {
+    let mut rows = vec![
+        (1, "a", "2026-11-28T10:00:00Z"),
+        (2, "a", "2026-11-28T10:30:00Z"),
+    ];
+    rows.extend((3..=12).map(|id| (id, "b", "2026-11-28T11:00:00Z")));
+    rows.extend([
+        (13, "a", "2026-11-28T11:00:00Z"),
+        (14, "c", "2026-11-28T12:00:00Z"),
+    ]);
+    rows
+}
+
+#[tokio::test]
+async fn rows_tied_on_clock_and_key_across_a_page_boundary_are_read_once_on_sqlite() {
+    let db = TestSqlite::new();
+    let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", db.url))
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TABLE events (id INTEGER PRIMARY KEY, k TEXT, at TEXT)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    for (id, k, at) in tie_rows() {
+        sqlx::query("INSERT INTO events VALUES (?1, ?2, ?3)")
+            .bind(id)
+            .bind(k)
+            .bind(at)
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    let source = ties_source(&db.url).await;
+    let (mut ids, pages) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        all_time(),
+    )
+    .await;
+    ids.sort();
+    assert_eq!(ids, (1..=14).collect::<Vec<_>>());
+    assert_eq!(
+        pages, 2,
+        "the first page grows to hold the whole run of ties"
+    );
+}
+
+#[tokio::test]
+async fn rows_tied_on_clock_and_key_across_a_page_boundary_are_read_once_on_postgres() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let mut c = pg.admin().await;
+    sqlx::raw_sql("CREATE TABLE events (id bigint PRIMARY KEY, k text, at timestamptz)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    for (id, k, at) in tie_rows() {
+        let at: Timestamp = at.parse().unwrap();
+        sqlx::query(AssertSqlSafe(
+            "INSERT INTO events VALUES ($1, $2, $3)".to_string(),
+        ))
+        .bind(id)
+        .bind(k)
+        .bind(jiff_sqlx::Timestamp::from(at))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    }
+    let source = ties_source(&pg.url).await;
+    let (mut ids, pages) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        all_time(),
+    )
+    .await;
+    ids.sort();
+    assert_eq!(ids, (1..=14).collect::<Vec<_>>());
+    assert_eq!(
+        pages, 2,
+        "the first page grows to hold the whole run of ties"
+    );
+}
+
+#[tokio::test]
+async fn a_backtest_in_small_pages_equals_one_in_a_single_page() {
+    let db = TestSqlite::new();
+    let (_, defs, big) = sample_source(&db.url, 10_000).await;
+    let small = Source::connect(&source_def(&defs, 7), &db.url)
+        .await
+        .unwrap();
+    let opts = rowfire::backtest::Options {
+        days: 120,
+        sample: 0,
+        now: now(),
+    };
+    for rule in ["billing_ticket", "third_failed_payment"] {
+        let a = rowfire::backtest::run(&defs, rule, &big, &opts)
+            .await
+            .unwrap();
+        let b = rowfire::backtest::run(&defs, rule, &small, &opts)
+            .await
+            .unwrap();
+        assert!(b.pages > 10);
+        assert_eq!(
+            (a.rows_matched, a.fires, a.collapsed),
+            (b.rows_matched, b.fires, b.collapsed),
+            "{rule}"
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! Shared test parts: a PostgreSQL database per test, SQLite files, the sample data at a fixed now.
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use jiff::Timestamp;
+use rowfire::definitions::{self, Definitions, SourceDef};
+use rowfire::fixture::{self, Dataset, SAMPLE_DEFINITIONS};
+use rowfire::source::Source;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{AssertSqlSafe, Connection, PgConnection};
+
+/// The fixed "now" every sample-data test uses.
+pub fn now() -> Timestamp {
+    "2026-11-29T12:00:00Z".parse().unwrap()
+}
+
+fn admin_url() -> String {
+    std::env::var("ROWFIRE_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh PostgreSQL database, dropped when the test ends.
+pub struct TestPg {
+    pub url: String,
+    name: String,
+}
+
+impl TestPg {
+    /// Creates a database for one test. Without a server, the test is skipped locally and fails
+    /// under CI (`CI=true`), where PostgreSQL must be running.
+    pub async fn new() -> Option<TestPg> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let admin = admin_url();
+        let mut conn = match PgConnection::connect(&admin).await {
+            Ok(c) => c,
+            Err(e) => {
+                if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+                    panic!("PostgreSQL is required under CI but {admin} is unreachable: {e}");
+                }
+                eprintln!(
+                    "skipping: PostgreSQL at {admin} is unreachable ({e}); set ROWFIRE_TEST_PG"
+                );
+                return None;
+            }
+        };
+        let name = format!(
+            "rowfire_t_{}_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst),
+            fastrand::u32(..)
+        );
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let opts = PgConnectOptions::from_str(&admin).unwrap().database(&name);
+        let url = format!(
+            "postgres://{}@{}:{}/{}",
+            opts.get_username(),
+            opts.get_host(),
+            opts.get_port(),
+            name
+        );
+        Some(TestPg { url, name })
+    }
+
+    /// A read-write connection for setting up test data.
+    pub async fn admin(&self) -> PgConnection {
+        PgConnection::connect(&self.url).await.unwrap()
+    }
+}
+
+impl Drop for TestPg {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let admin = admin_url();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = PgConnection::connect(&admin).await {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A SQLite file in a temporary directory.
+pub struct TestSqlite {
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TestSqlite {
+    pub fn new() -> TestSqlite {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("sample.db").display());
+        TestSqlite { url, _dir: dir }
+    }
+}
+
+/// The sample definitions.
+pub fn sample_definitions() -> Definitions {
+    definitions::parse(SAMPLE_DEFINITIONS).unwrap()
+}
+
+/// The default source of `defs`, with another page size.
+pub fn source_def(defs: &Definitions, page_size: usize) -> SourceDef {
+    let mut def = defs.source(definitions::DEFAULT_SOURCE).unwrap().clone();
+    def.page_size = page_size;
+    def
+}
+
+/// Loads the sample data at [`now`] into `url` and connects to it as the sample source.
+pub async fn sample_source(url: &str, page_size: usize) -> (Dataset, Definitions, Source) {
+    let load_url = if url.starts_with("sqlite") {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_string()
+    };
+    let data = fixture::load(&load_url, now()).await.unwrap();
+    let defs = sample_definitions();
+    let source = Source::connect(&source_def(&defs, page_size), url)
+        .await
+        .unwrap();
+    (data, defs, source)
+}
