@@ -232,6 +232,12 @@ async fn validate(file: &Path) -> Result<ExitCode> {
             TriggerCheck::NotChecked { trigger, var } => {
                 println!("  trigger {trigger}: columns not checked ({var} is not set)")
             }
+            TriggerCheck::SourceUnavailable { trigger, source } => {
+                failed = true;
+                println!(
+                    "  trigger {trigger}: not checked, source {source} is unreachable (see above)"
+                )
+            }
             TriggerCheck::Failed { trigger, error } => {
                 failed = true;
                 println!("  trigger {trigger}: {error}")

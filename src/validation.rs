@@ -26,6 +26,13 @@ pub enum TriggerCheck {
         /// The missing variable.
         var: String,
     },
+    /// The trigger's source could not be reached (reported once, on its first trigger).
+    SourceUnavailable {
+        /// The trigger.
+        trigger: String,
+        /// The source.
+        source: String,
+    },
     /// Something is wrong.
     Failed {
         /// The trigger.
@@ -37,55 +44,47 @@ pub enum TriggerCheck {
 
 /// Checks every trigger against its source, connecting once per source whose DSN is set.
 pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<TriggerCheck> {
-    let mut sources: HashMap<String, Result<Source, String>> = HashMap::new();
+    let mut connected: HashMap<String, Option<Source>> = HashMap::new();
     let mut out = Vec::new();
     let window = Window {
         since: now - SignedDuration::from_hours(1),
         until: now,
     };
     for trigger in &defs.triggers {
+        let name = trigger.name.clone();
         let def = defs
             .source(&trigger.source)
             .expect("validated: every trigger's source exists");
         if std::env::var(&def.dsn_env).map_or(true, |v| v.is_empty()) {
             out.push(TriggerCheck::NotChecked {
-                trigger: trigger.name.clone(),
+                trigger: name,
                 var: def.dsn_env.clone(),
             });
             continue;
         }
-        if !sources.contains_key(&def.name) {
-            let connected = Source::from_env(def).await;
-            let kept = match connected {
-                Ok(s) => Ok(s),
-                Err(e) => {
+        if !connected.contains_key(&def.name) {
+            let source = match Source::from_env(def).await {
+                Ok(source) => Some(source),
+                Err(error) => {
                     out.push(TriggerCheck::Failed {
-                        trigger: trigger.name.clone(),
-                        error: e,
+                        trigger: name.clone(),
+                        error,
                     });
-                    Err(def.name.clone())
+                    None
                 }
             };
-            let failed_now = kept.is_err();
-            sources.insert(def.name.clone(), kept);
-            if failed_now {
+            let first_failure = source.is_none();
+            connected.insert(def.name.clone(), source);
+            if first_failure {
                 continue;
             }
         }
-        let source = match &sources[&def.name] {
-            Ok(s) => s,
-            Err(name) => {
-                let error = SourceError::Connect {
-                    name: name.clone(),
-                    shown: "-".into(),
-                    message: "see above".into(),
-                };
-                out.push(TriggerCheck::Failed {
-                    trigger: trigger.name.clone(),
-                    error,
-                });
-                continue;
-            }
+        let Some(source) = &connected[&def.name] else {
+            out.push(TriggerCheck::SourceUnavailable {
+                trigger: name,
+                source: def.name.clone(),
+            });
+            continue;
         };
         let shape = Shape {
             clock: &trigger.event_time,
@@ -101,11 +100,11 @@ pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<Tr
         };
         out.push(match result {
             Ok(()) => TriggerCheck::Ok {
-                trigger: trigger.name.clone(),
+                trigger: name,
                 source: format!("{} ({})", source.name(), source.shown()),
             },
             Err(error) => TriggerCheck::Failed {
-                trigger: trigger.name.clone(),
+                trigger: name,
                 error,
             },
         });

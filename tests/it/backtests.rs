@@ -180,6 +180,22 @@ async fn backtest_counts_match_sql(
         weekly.fires
     );
     assert_eq!(weekly.samples.len(), 3);
+    // The planted stretch without payments is the longest quiet run.
+    let quiet = weekly.longest_zero_run.as_ref().expect("a quiet stretch");
+    // Activity for "d days back" falls in [now - d days, now - d days + 24h), so with now at noon
+    // the whole UTC dates from (end - 1) to start days back have no rows at all.
+    let date_back = |days: i64| {
+        (now() - SignedDuration::from_hours(24 * days))
+            .to_zoned(TimeZone::UTC)
+            .date()
+            .to_string()
+    };
+    let (start, end) = (*planted::QUIET_DAYS.start(), *planted::QUIET_DAYS.end());
+    assert!(quiet.days >= (end - start) as u64, "{quiet:?}");
+    assert!(
+        quiet.from <= date_back(end - 1) && quiet.to >= date_back(start),
+        "{quiet:?}"
+    );
 
     assert_eq!(
         run(defs, source, "billing_heads_up").await.fires,

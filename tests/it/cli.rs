@@ -250,3 +250,27 @@ fn explain_prints_the_wrapped_sql_with_the_window_literals() {
         text(&lite).0
     );
 }
+
+#[test]
+fn fixture_load_writes_the_sample_and_says_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("f.db").display());
+    let out = rowfire(
+        &["fixture", "load", "--into", &url, "--now", "2026-11-29"],
+        &[],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.starts_with(
+            "sample data placed relative to 2026-11-29T00:00:00Z: 3 plans, 120 accounts, "
+        ),
+        "{stdout}"
+    );
+    let bad = rowfire(&["fixture", "load", "--into", "mysql://x/y"], &[]);
+    assert!(
+        text(&bad)
+            .1
+            .contains("--into must be a postgres:// or sqlite:// URL")
+    );
+}
