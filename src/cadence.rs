@@ -155,6 +155,27 @@ impl Cadence {
         }
     }
 
+    /// The cadence as canonical JSON: what it means, for checksums that notice a changed rule.
+    pub fn canonical(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Cadence::OnceEver => json!({ "policy": "once_ever" }),
+            Cadence::OncePerPeriod { period, tz } => {
+                json!({ "policy": "once_per_period", "period": period.to_string(), "timezone": tz.iana_name().unwrap_or("UTC") })
+            }
+            Cadence::OncePerN { n } => json!({ "policy": "once_per_n", "n": n }),
+            Cadence::Anchored(a) => json!({
+                "policy": "anchored",
+                "column": a.column,
+                "lead_ms": a.lead.as_millis(),
+                "lead_column": a.lead_column,
+                "look_ahead_ms": a.look_ahead.as_millis(),
+                "grace_ms": a.grace.as_millis(),
+                "recheck": a.recheck,
+            }),
+        }
+    }
+
     /// The time zone period buckets and per-day counts are computed in.
     pub fn time_zone(&self) -> TimeZone {
         match self {

@@ -88,6 +88,49 @@ pub struct Rule {
     pub timezone: TimeZone,
 }
 
+/// A SHA-256 hex digest of a canonical JSON value.
+fn digest(value: &serde_json::Value) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(value.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Trigger {
+    /// A checksum over what the trigger reads: its source, SQL, clock, key and occurrence columns.
+    pub fn checksum(&self) -> String {
+        digest(&self.canonical())
+    }
+
+    fn canonical(&self) -> serde_json::Value {
+        serde_json::json!({
+            "source": self.source,
+            "sql": self.sql,
+            "event_time": self.event_time,
+            "key": self.key,
+            "occurrence": self.occurrence,
+        })
+    }
+}
+
+impl Rule {
+    /// A checksum over the rule's meaning: its cadence and time zone and its trigger's meaning.
+    /// A rule whose checksum changes goes back to shadow.
+    pub fn checksum(&self, trigger: &Trigger) -> String {
+        digest(&serde_json::json!({
+            "cadence": self.cadence.canonical(),
+            "timezone": self.timezone.iana_name().unwrap_or("UTC"),
+            "trigger": trigger.canonical(),
+        }))
+    }
+}
+
+/// A checksum of a whole document's text.
+pub fn document_checksum(text: &str) -> String {
+    digest(&serde_json::Value::String(text.to_string()))
+}
+
 impl Definitions {
     /// A trigger by name.
     pub fn trigger(&self, name: &str) -> Option<&Trigger> {
@@ -701,6 +744,8 @@ fn yaml_text(v: &Yaml) -> String {
         Yaml::Tagged(t) => format!("a tagged value {}", t.tag),
     }
 }
+
+pub mod versions;
 
 #[cfg(test)]
 mod tests;

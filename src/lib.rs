@@ -13,11 +13,17 @@ pub mod definitions;
 pub mod demo;
 /// The deterministic sample B2B SaaS database.
 pub mod fixture;
+/// The poller: trigger state (watermarks, leases).
+pub mod poll;
 /// Row values that keep their exact form.
 pub mod row;
+/// Rule state: modes and tombstones.
+pub mod rules;
 /// Read-only sources and paged window reads.
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.
 pub mod sql_guard;
+/// The control plane database: open, migrate, workspace-scoped transactions.
+pub mod store;
 /// Checking definitions against live sources.
 pub mod validation;

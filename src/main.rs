@@ -9,11 +9,13 @@ use jiff::{SignedDuration, Timestamp};
 
 use rowfire::backtest::{self, Options};
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, Definitions};
+use rowfire::definitions::{self, Definitions, versions};
+use rowfire::rules::{self, Mode};
 use rowfire::source::{Source, dialect_of};
 use rowfire::sql_guard::{self, Shape, Window};
+use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
 use rowfire::validation::{self, TriggerCheck};
-use rowfire::{demo, fixture};
+use rowfire::{demo, fixture, poll};
 
 /// Rowfire turns rows in your database into actions, exactly once per rule, per key, per period.
 #[derive(Parser)]
@@ -85,6 +87,62 @@ enum Command {
     /// The sample database.
     #[command(subcommand)]
     Fixture(FixtureCommand),
+    /// Create or upgrade the control plane's tables (ROWFIRE_DATABASE_URL, default sqlite://rowfire.db).
+    ///
+    /// Example: ROWFIRE_DATABASE_URL=postgres://rowfire@127.0.0.1/rowfire rowfire migrate
+    Migrate,
+    /// Store a definitions file as the next version and reconcile trigger and rule state.
+    ///
+    /// New triggers start at now (history never fires); new rules and rules whose meaning changed
+    /// start in shadow; removed rules become tombstones that keep their ledger.
+    /// Example: rowfire push -f examples/saas/definitions.yaml
+    Push {
+        /// The definitions file.
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// Print the definitions in force, byte for byte.
+    ///
+    /// Example: rowfire pull --version 3 > definitions.yaml
+    Pull {
+        /// An older version instead of the one in force.
+        #[arg(long)]
+        version: Option<i64>,
+    },
+    /// List the triggers and rules in force, with each rule's mode and cadence.
+    ///
+    /// Example: rowfire list
+    List,
+    /// Show the workspace's state: halted or running, watermarks, next polls, last errors, modes.
+    ///
+    /// Example: rowfire status
+    Status,
+    /// Switch a rule to live: its fires are sent for real.
+    ///
+    /// Example: rowfire promote billing_ticket
+    Promote {
+        /// The rule.
+        rule: String,
+    },
+    /// Switch a rule back to shadow: its fires are recorded, nothing is sent.
+    ///
+    /// Example: rowfire demote billing_ticket
+    Demote {
+        /// The rule.
+        rule: String,
+    },
+    /// Halt the workspace: nothing is sent and watermarks stop until `resume`.
+    ///
+    /// Example: rowfire halt "billing outage, investigating"
+    Halt {
+        /// Why, for the people who will see it.
+        #[arg(required = true, num_args = 1..)]
+        reason: Vec<String>,
+    },
+    /// Resume a halted workspace; rows that arrived meanwhile are evaluated.
+    ///
+    /// Example: rowfire resume
+    Resume,
 }
 
 #[derive(Subcommand)]
@@ -158,6 +216,66 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Migrate => {
+            let store = Store::from_env().await?;
+            let applied = store.migrate().await?;
+            println!(
+                "control plane {}: {applied} migration(s) applied, schema up to date",
+                store.shown()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Push { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read {}", file.display()))?;
+            let store = Store::from_env().await?;
+            store.migrate().await?;
+            let summary =
+                match versions::push(&store, DEFAULT_WORKSPACE, &text, Timestamp::now()).await {
+                    Err(versions::PushError::Definitions(problems)) => {
+                        eprint!("{problems}");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                    other => other?,
+                };
+            print_push(&summary);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Pull { version } => {
+            let store = open_store().await?;
+            match versions::get(&store, DEFAULT_WORKSPACE, version).await? {
+                Some(v) => print!("{}", v.document),
+                None if version.is_some() => bail!(
+                    "there is no version {}; `rowfire status` shows the one in force",
+                    version.unwrap_or(0)
+                ),
+                None => bail!(
+                    "nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`"
+                ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::List => list(&open_store().await?).await,
+        Command::Status => status(&open_store().await?).await,
+        Command::Promote { rule } => set_mode(&rule, Mode::Live).await,
+        Command::Demote { rule } => set_mode(&rule, Mode::Shadow).await,
+        Command::Halt { reason } => {
+            let store = open_store().await?;
+            let reason = reason.join(" ");
+            workspace::halt(&store, DEFAULT_WORKSPACE, &reason, Timestamp::now()).await?;
+            println!(
+                "workspace {DEFAULT_WORKSPACE} halted: {reason}. Nothing is sent and no watermark moves until `rowfire resume`."
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Resume => {
+            let store = open_store().await?;
+            workspace::resume(&store, DEFAULT_WORKSPACE).await?;
+            println!(
+                "workspace {DEFAULT_WORKSPACE} resumed; rows that arrived while halted are evaluated on the next polls."
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Fixture(FixtureCommand::Load { into, now }) => {
             let data = fixture::load(&into, Clock::from_option(now).now()).await?;
             let counts: Vec<String> = data
@@ -173,6 +291,111 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn open_store() -> Result<Store> {
+    let store = Store::from_env().await?;
+    store.check_migrated().await?;
+    Ok(store)
+}
+
+fn print_push(s: &versions::PushSummary) {
+    if s.unchanged {
+        println!("unchanged: version {} is already in force", s.version);
+        return;
+    }
+    println!("pushed version {}", s.version);
+    let groups = [
+        ("new trigger(s), starting at now", &s.new_triggers),
+        ("removed trigger(s)", &s.removed_triggers),
+        ("new rule(s), in shadow", &s.new_rules),
+        ("changed rule(s), back in shadow", &s.changed_rules),
+        ("removed rule(s), kept as tombstones", &s.tombstoned_rules),
+    ];
+    for (label, names) in groups {
+        if !names.is_empty() {
+            println!("  {} {label}: {}", names.len(), names.join(", "));
+        }
+    }
+}
+
+async fn list(store: &Store) -> Result<ExitCode> {
+    let Some((version, defs)) = versions::in_force(store, DEFAULT_WORKSPACE).await? else {
+        println!(
+            "nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`"
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let modes = rules::list(store, DEFAULT_WORKSPACE).await?;
+    println!("definitions version {version} on {}", store.shown());
+    println!("triggers:");
+    for t in &defs.triggers {
+        println!(
+            "  {:<28} source {:<12} key [{}]",
+            t.name,
+            t.source,
+            t.key.join(", ")
+        );
+    }
+    println!("rules:");
+    for r in &defs.rules {
+        let mode = modes
+            .iter()
+            .find(|m| m.rule == r.name)
+            .map_or(Mode::Shadow, |m| m.mode);
+        let key = &defs.trigger(&r.trigger).expect("validated").key;
+        println!(
+            "  {:<28} {:<6} on {:<24} {}",
+            r.name,
+            mode,
+            r.trigger,
+            r.cadence.describe(key)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn status(store: &Store) -> Result<ExitCode> {
+    let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
+    match &ws.halted {
+        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
+        None => println!("workspace {}: running", ws.id),
+    }
+    if let Some(v) = versions::get(store, DEFAULT_WORKSPACE, None).await? {
+        println!("definitions version {} (pushed {})", v.version, v.pushed_at);
+    }
+    println!("triggers:");
+    for t in poll::list(store, DEFAULT_WORKSPACE).await? {
+        if t.removed_at.is_some() {
+            continue;
+        }
+        let error = t.last_error.as_deref().unwrap_or("-");
+        println!(
+            "  {:<28} watermark {}  next poll {}  last error: {error}",
+            t.trigger, t.watermark, t.next_poll_at
+        );
+    }
+    println!("rules:");
+    for r in rules::list(store, DEFAULT_WORKSPACE).await? {
+        let state = if r.tombstoned_at.is_some() {
+            "removed".to_string()
+        } else {
+            r.mode.to_string()
+        };
+        println!("  {:<28} {state:<7} on {}", r.rule, r.trigger);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_mode(rule: &str, mode: Mode) -> Result<ExitCode> {
+    let store = open_store().await?;
+    let before = rules::set_mode(&store, DEFAULT_WORKSPACE, rule, mode, Timestamp::now()).await?;
+    if before == mode {
+        println!("{rule} is already {mode}");
+    } else {
+        println!("{rule}: {before} → {mode}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load(file: &Path) -> Result<Definitions> {

@@ -274,3 +274,57 @@ fn fixture_load_writes_the_sample_and_says_what_it_wrote() {
             .contains("--into must be a postgres:// or sqlite:// URL")
     );
 }
+
+#[test]
+fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("rowfire.db").display());
+    let env = [("ROWFIRE_DATABASE_URL", url.as_str())];
+    let list = rowfire(&["list"], &env);
+    assert!(
+        text(&list)
+            .1
+            .contains("not migrated (schema 0 of 1); run `rowfire migrate`"),
+        "{}",
+        text(&list).1
+    );
+
+    let push = rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env);
+    let (stdout, stderr) = text(&push);
+    assert!(push.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("pushed version 1") && stdout.contains("6 new rule(s), in shadow"),
+        "{stdout}"
+    );
+    let pull = rowfire(&["pull"], &env);
+    assert_eq!(
+        pull.stdout,
+        rowfire::fixture::SAMPLE_DEFINITIONS.as_bytes(),
+        "byte for byte"
+    );
+
+    let promote = rowfire(&["promote", "billing_ticket"], &env);
+    assert_eq!(text(&promote).0, "billing_ticket: shadow → live\n");
+    let unknown = rowfire(&["promote", "nope"], &env);
+    assert!(text(&unknown).1.contains("unknown rule \"nope\""));
+    let list = text(&rowfire(&["list"], &env)).0;
+    assert!(
+        list.contains("billing_ticket")
+            && list.contains("live")
+            && list.contains("once per account_id per week, UTC"),
+        "{list}"
+    );
+
+    assert!(
+        rowfire(&["halt", "billing", "outage"], &env)
+            .status
+            .success()
+    );
+    assert!(text(&rowfire(&["status"], &env)).0.contains("HALTED since"));
+    assert!(rowfire(&["resume"], &env).status.success());
+    assert!(
+        text(&rowfire(&["status"], &env))
+            .0
+            .contains("workspace default: running")
+    );
+}

@@ -2,6 +2,7 @@
 
 mod backtests;
 mod cli;
+mod control_plane;
 mod guard_fuzz;
 mod paging;
 mod sources;

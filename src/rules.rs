@@ -1,0 +1,181 @@
+//! Rule state in the control plane (the `rule_state` table): each rule's mode (shadow or live),
+//! the checksum of its meaning, and tombstones for rules that were removed.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use sqlx::Row as _;
+
+use crate::definitions::Definitions;
+use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
+
+/// Whether a rule's fires are only recorded (shadow) or also sent (live).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Rendered and recorded; nothing leaves the machine.
+    Shadow,
+    /// Sent for real.
+    Live,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Shadow => "shadow",
+            Mode::Live => "live",
+        }
+    }
+
+    fn parse(s: &str) -> Mode {
+        if s == "live" {
+            Mode::Live
+        } else {
+            Mode::Shadow
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One rule's stored state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleState {
+    /// The rule.
+    pub rule: String,
+    /// Its trigger.
+    pub trigger: String,
+    /// Its mode.
+    pub mode: Mode,
+    /// When it was removed from the definitions, if it was.
+    pub tombstoned_at: Option<Timestamp>,
+}
+
+/// What a mode change could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum ModeError {
+    /// No such rule in force.
+    #[error("unknown rule \"{0}\"; `rowfire list` shows the rules in force")]
+    UnknownRule(String),
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+type Names = Vec<String>;
+
+/// Brings rule state in line with `defs`: new rules start in shadow; a rule whose meaning changed
+/// goes back to shadow (no other rule is touched); a removed rule becomes a tombstone.
+/// Returns (new, changed, tombstoned) rule names.
+pub(crate) async fn reconcile(
+    tx: &mut StoreTx,
+    workspace: &str,
+    defs: &Definitions,
+    now: Timestamp,
+) -> Result<(Names, Names, Names), sqlx::Error> {
+    let existing = fetch_all!(
+        &mut *tx,
+        "SELECT rule_name, checksum, tombstoned_at FROM rule_state WHERE workspace_id = $1",
+        [workspace],
+        |r| Ok((
+            r.try_get::<String, _>(0)?,
+            r.try_get::<String, _>(1)?,
+            r.try_get::<Option<DbTime>, _>(2)?
+        ))
+    )?;
+    let (mut new, mut changed, mut tombstoned) = (Vec::new(), Vec::new(), Vec::new());
+    for rule in &defs.rules {
+        let trigger = defs
+            .trigger(&rule.trigger)
+            .expect("validated: every rule's trigger exists");
+        let checksum = rule.checksum(trigger);
+        match existing.iter().find(|(name, _, _)| *name == rule.name) {
+            None => {
+                execute!(
+                    &mut *tx,
+                    "INSERT INTO rule_state (workspace_id, rule_name, trigger_name, checksum, mode, mode_changed_at) VALUES ($1, $2, $3, $4, 'shadow', $5)",
+                    [workspace, &rule.name, &rule.trigger, &checksum, DbTime(now)]
+                )?;
+                new.push(rule.name.clone());
+            }
+            Some((_, old, tomb)) if *old != checksum || tomb.is_some() => {
+                execute!(
+                    &mut *tx,
+                    "UPDATE rule_state SET trigger_name = $3, checksum = $4, mode = 'shadow', mode_changed_at = $5, tombstoned_at = NULL WHERE workspace_id = $1 AND rule_name = $2",
+                    [workspace, &rule.name, &rule.trigger, &checksum, DbTime(now)]
+                )?;
+                if tomb.is_some() {
+                    new.push(rule.name.clone())
+                } else {
+                    changed.push(rule.name.clone())
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    for (name, _, tomb) in &existing {
+        if tomb.is_none() && defs.rule(name).is_none() {
+            execute!(
+                &mut *tx,
+                "UPDATE rule_state SET tombstoned_at = $3 WHERE workspace_id = $1 AND rule_name = $2",
+                [workspace, name, DbTime(now)]
+            )?;
+            tombstoned.push(name.clone());
+        }
+    }
+    Ok((new, changed, tombstoned))
+}
+
+/// Every rule's state, tombstones included, by name.
+pub async fn list(store: &Store, workspace: &str) -> Result<Vec<RuleState>, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT rule_name, trigger_name, mode, tombstoned_at FROM rule_state WHERE workspace_id = $1 ORDER BY rule_name",
+        [workspace],
+        |r| Ok(RuleState {
+            rule: r.try_get(0)?,
+            trigger: r.try_get(1)?,
+            mode: Mode::parse(&r.try_get::<String, _>(2)?),
+            tombstoned_at: r.try_get::<Option<DbTime>, _>(3)?.map(|t| t.0),
+        })
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// Sets a rule's mode (`promote`: live; `demote`: shadow). Returns the mode it had.
+pub async fn set_mode(
+    store: &Store,
+    workspace: &str,
+    rule: &str,
+    mode: Mode,
+    now: Timestamp,
+) -> Result<Mode, ModeError> {
+    let mut tx = store.begin(workspace).await?;
+    let before = fetch_all!(
+        &mut tx,
+        "SELECT mode FROM rule_state WHERE workspace_id = $1 AND rule_name = $2 AND tombstoned_at IS NULL",
+        [workspace, rule],
+        |r| r.try_get::<String, _>(0)
+    )
+    .map_err(|e| store.error(e))?;
+    let Some(before) = before.first().map(|m| Mode::parse(m)) else {
+        return Err(ModeError::UnknownRule(rule.to_string()));
+    };
+    if before != mode {
+        execute!(
+            &mut tx,
+            "UPDATE rule_state SET mode = $3, mode_changed_at = $4 WHERE workspace_id = $1 AND rule_name = $2",
+            [workspace, rule, mode.as_str(), DbTime(now)]
+        )
+        .map_err(|e| store.error(e))?;
+    }
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(before)
+}
