@@ -13,6 +13,8 @@ pub mod definitions;
 pub mod demo;
 /// The deterministic sample B2B SaaS database.
 pub mod fixture;
+/// The fire ledger: exactly-once claims.
+pub mod ledger;
 /// The poller: trigger state (watermarks, leases).
 pub mod poll;
 /// Row values that keep their exact form.

@@ -10,6 +10,7 @@ use jiff::{SignedDuration, Timestamp};
 use rowfire::backtest::{self, Options};
 use rowfire::clock::Clock;
 use rowfire::definitions::{self, Definitions, versions};
+use rowfire::poll::Poller;
 use rowfire::rules::{self, Mode};
 use rowfire::source::{Source, dialect_of};
 use rowfire::sql_guard::{self, Shape, Window};
@@ -138,6 +139,31 @@ enum Command {
         /// Why, for the people who will see it.
         #[arg(required = true, num_args = 1..)]
         reason: Vec<String>,
+    },
+    /// Poll due triggers and claim their fires (and, later, deliver).
+    ///
+    /// `--once` polls every due trigger once and prints `TRIGGER: matched=N fired=X already=Y`
+    /// and one line per rule. Without it, the worker runs until ctrl-c or SIGTERM, finishing the
+    /// polls it holds. Any number of workers may share one PostgreSQL control plane.
+    /// Example: rowfire worker --once
+    Worker {
+        /// Poll every due trigger once, print what happened, and exit.
+        #[arg(long)]
+        once: bool,
+        /// Pollers in this process.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+    },
+    /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
+    /// re-sends).
+    ///
+    /// Example: rowfire rewind declined_charge --days 7
+    Rewind {
+        /// The trigger.
+        trigger: String,
+        /// How many days back from now.
+        #[arg(long)]
+        days: u32,
     },
     /// Resume a halted workspace; rows that arrived meanwhile are evaluated.
     ///
@@ -276,6 +302,25 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Worker { once, concurrency } => {
+            let store = Store::from_env().await?;
+            store.migrate().await?;
+            worker(store, once, concurrency.max(1)).await
+        }
+        Command::Rewind { trigger, days } => {
+            let store = open_store().await?;
+            let by = SignedDuration::from_hours(24 * i64::from(days));
+            if !poll::rewind(&store, DEFAULT_WORKSPACE, &trigger, by, Timestamp::now()).await? {
+                bail!(
+                    "unknown trigger \"{trigger}\"; `rowfire status` lists the triggers in force"
+                );
+            }
+            println!(
+                "{trigger}: watermark moved back to {} and due now; rows that already fired will not fire again",
+                Timestamp::now() - by
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Fixture(FixtureCommand::Load { into, now }) => {
             let data = fixture::load(&into, Clock::from_option(now).now()).await?;
             let counts: Vec<String> = data
@@ -291,6 +336,63 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn worker(store: Store, once: bool, concurrency: usize) -> Result<ExitCode> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let pollers: Vec<Poller> = (0..concurrency)
+        .map(|i| {
+            Poller::new(
+                store.clone(),
+                format!("{host}:{}:{i}", std::process::id()),
+                Clock::system(),
+                poll::env_dsn(),
+            )
+        })
+        .collect();
+    if once {
+        let mut all = Vec::new();
+        for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
+            all.extend(batch?);
+        }
+        all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
+        for report in &all {
+            print!("{report}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("stopping: finishing the polls in progress");
+        let _ = stop_tx.send(true);
+    });
+    eprintln!(
+        "worker running on {} with {concurrency} poller(s); ctrl-c to stop",
+        store.shown()
+    );
+    let loops = pollers
+        .iter()
+        .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
+    for result in futures_util::future::join_all(loops).await {
+        result?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }
 
 async fn open_store() -> Result<Store> {

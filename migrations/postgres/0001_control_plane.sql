@@ -27,6 +27,7 @@ CREATE TABLE trigger_state (
     source_name      TEXT NOT NULL,
     checksum         TEXT NOT NULL,
     watermark        TIMESTAMPTZ NOT NULL,
+    origin           TIMESTAMPTZ NOT NULL,
     lookback_ms      BIGINT NOT NULL,
     poll_interval_ms BIGINT NOT NULL,
     next_poll_at     TIMESTAMPTZ NOT NULL,

@@ -27,6 +27,7 @@ CREATE TABLE trigger_state (
     source_name      TEXT NOT NULL,
     checksum         TEXT NOT NULL,
     watermark        TEXT NOT NULL,
+    origin           TEXT NOT NULL,
     lookback_ms      INTEGER NOT NULL,
     poll_interval_ms INTEGER NOT NULL,
     next_poll_at     TEXT NOT NULL,

@@ -25,12 +25,44 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://rowfire.db";
 pub const DEFAULT_WORKSPACE: &str = "default";
 
 /// Migrations per engine, applied in order; each runs once, in its own transaction.
-const MIGRATIONS: &[(i64, &str, &str, &str)] = &[(
-    1,
-    "control_plane",
-    include_str!("../../migrations/postgres/0001_control_plane.sql"),
-    include_str!("../../migrations/sqlite/0001_control_plane.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
+    (
+        1,
+        "control_plane",
+        include_str!("../../migrations/postgres/0001_control_plane.sql"),
+        include_str!("../../migrations/sqlite/0001_control_plane.sql"),
+    ),
+    (
+        2,
+        "ledger",
+        include_str!("../../migrations/postgres/0002_ledger.sql"),
+        include_str!("../../migrations/sqlite/0002_ledger.sql"),
+    ),
+];
+
+/// A value bound to a statement whose number of binds is known only at run time.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Text(String),
+    Int(i64),
+    Time(DbTime),
+}
+
+/// `($1, $2), ($3, $4), …`: `rows` groups of `width` placeholders.
+pub(crate) fn values_list(rows: usize, width: usize) -> String {
+    (0..rows)
+        .map(|r| {
+            format!(
+                "({})",
+                (1..=width)
+                    .map(|c| format!("${}", r * width + c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// What went wrong with the control plane.
 #[derive(Debug, thiserror::Error)]
@@ -124,7 +156,45 @@ macro_rules! execute {
     }};
 }
 
-pub(crate) use {execute, fetch_all};
+/// Like [`fetch_all!`] with a run-time list of [`Arg`]s.
+macro_rules! fetch_args {
+    ($tx:expr, $sql:expr, $args:expr, |$row:ident| $map:expr) => {{
+        match $tx {
+            $crate::store::StoreTx::Postgres(tx) => {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(String::from($sql)));
+                for a in $args {
+                    q = match a {
+                        $crate::store::Arg::Text(s) => q.bind(s),
+                        $crate::store::Arg::Int(i) => q.bind(i),
+                        $crate::store::Arg::Time(t) => q.bind(t),
+                    };
+                }
+                q.fetch_all(&mut **tx).await.and_then(|rows| {
+                    rows.iter()
+                        .map(|$row| $map)
+                        .collect::<Result<Vec<_>, sqlx::Error>>()
+                })
+            }
+            $crate::store::StoreTx::Sqlite(tx) => {
+                let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sqlite_sql($sql)));
+                for a in $args {
+                    q = match a {
+                        $crate::store::Arg::Text(s) => q.bind(s),
+                        $crate::store::Arg::Int(i) => q.bind(i),
+                        $crate::store::Arg::Time(t) => q.bind(t),
+                    };
+                }
+                q.fetch_all(&mut **tx).await.and_then(|rows| {
+                    rows.iter()
+                        .map(|$row| $map)
+                        .collect::<Result<Vec<_>, sqlx::Error>>()
+                })
+            }
+        }
+    }};
+}
+
+pub(crate) use {execute, fetch_all, fetch_args};
 
 impl Store {
     /// Opens the control plane named by `ROWFIRE_DATABASE_URL` (default `sqlite://rowfire.db`).

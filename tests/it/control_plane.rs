@@ -40,11 +40,18 @@ async fn migrations_apply_once_and_are_required(url: &str) {
     let store = Store::open(url).await.unwrap();
     let err = store.check_migrated().await.unwrap_err();
     assert!(
-        matches!(err, StoreError::NotMigrated { have: 0, .. }),
+        matches!(
+            err,
+            StoreError::NotMigrated {
+                have: 0,
+                want: 2,
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    assert_eq!(store.migrate().await.unwrap(), 2);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

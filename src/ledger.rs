@@ -1,0 +1,268 @@
+//! The fire ledger (the `fire`, `occurrence` and `occurrence_count` tables). A fire happens if,
+//! and only if, the claim inserted its row: one `INSERT … ON CONFLICT DO NOTHING RETURNING` per
+//! batch under the unique key (workspace, rule, mode, dedup key, dedup bucket). The caller owns
+//! the transaction, so a fire and its deliveries commit together.
+
+use std::collections::{HashMap, HashSet};
+
+use jiff::Timestamp;
+use sqlx::Row as _;
+
+use crate::cadence::{self, Cadence, Placement};
+use crate::definitions::{Rule, Trigger};
+use crate::row::Row;
+use crate::rules::Mode;
+use crate::store::{Arg, DbTime, StoreTx, fetch_all, fetch_args, values_list};
+
+/// Rows per multi-row statement (each fire takes 10 binds; both engines allow far more).
+const CHUNK: usize = 1_000;
+
+/// Who claims, for what, and when.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The workspace.
+    pub workspace: &'a str,
+    /// The rule.
+    pub rule: &'a Rule,
+    /// Its trigger.
+    pub trigger: &'a Trigger,
+    /// The namespace claimed in: shadow and live never stop each other.
+    pub mode: Mode,
+    /// The poll claiming.
+    pub run_id: Option<i64>,
+    /// The claim time.
+    pub now: Timestamp,
+}
+
+/// What claiming a page did for one rule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// New fires: (fire id, index of the row it fired on).
+    pub fires: Vec<(i64, usize)>,
+    /// Rows whose bucket was already claimed, or that were not an nth occurrence.
+    pub already: u64,
+    /// Rows that cannot fire (NULL clock, key or anchor).
+    pub skipped: u64,
+}
+
+/// Claims a page of rows (in clock order) for one rule inside `tx`.
+pub async fn claim(
+    tx: &mut StoreTx,
+    claim: Claim<'_>,
+    rows: &[Row],
+) -> Result<Claimed, sqlx::Error> {
+    let mut out = Claimed::default();
+    let mut candidates: Vec<(usize, String, String)> = Vec::new();
+    let mut occurrences: Vec<(usize, String, String)> = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        let placed = row
+            .clock
+            .ok_or(cadence::Skip::NullClock)
+            .and_then(|clock| Ok((clock, cadence::dedup_key(row, &claim.trigger.key)?)))
+            .and_then(|(clock, key)| Ok((clock, claim.rule.cadence.place(clock, row)?, key)));
+        match placed {
+            Err(_) => out.skipped += 1,
+            Ok((_, Placement::Bucket(bucket), key)) => candidates.push((i, key, bucket)),
+            Ok((clock, Placement::Occurrence, key)) => {
+                let id = cadence::occurrence_id(&key, clock, row, &claim.trigger.occurrence);
+                occurrences.push((i, key, id));
+            }
+        }
+    }
+    // Rows that could fire: every placed row (for once_per_n, every occurrence).
+    let considered = candidates.len() + occurrences.len();
+    if let Cadence::OncePerN { n } = claim.rule.cadence {
+        candidates = count_occurrences(tx, claim, n, &occurrences).await?;
+    }
+    out.fires = insert_fires(tx, claim, rows, candidates).await?;
+    out.already = (considered - out.fires.len()) as u64;
+    Ok(out)
+}
+
+/// Records new occurrences and returns the nth ones as (row, key, ordinal bucket). An occurrence
+/// already recorded (a replayed or re-read row) is not counted again.
+async fn count_occurrences(
+    tx: &mut StoreTx,
+    claim: Claim<'_>,
+    n: u32,
+    occurrences: &[(usize, String, String)],
+) -> Result<Vec<(usize, String, String)>, sqlx::Error> {
+    // First sighting within the page wins; sorted inserts keep lock order stable across workers.
+    let mut seen = HashSet::new();
+    let mut unique: Vec<&(usize, String, String)> = occurrences
+        .iter()
+        .filter(|(_, k, id)| seen.insert((k, id)))
+        .collect();
+    let mut sorted = unique.clone();
+    sorted.sort_by(|a, b| (&a.1, &a.2).cmp(&(&b.1, &b.2)));
+    let mut new: HashSet<(String, String)> = HashSet::new();
+    for chunk in sorted.chunks(CHUNK) {
+        let mut args = Vec::with_capacity(chunk.len() * 5);
+        for (_, key, id) in chunk {
+            args.extend([
+                Arg::Text(claim.workspace.into()),
+                Arg::Text(claim.rule.name.clone()),
+                Arg::Text(claim.mode.to_string()),
+                Arg::Text(key.clone()),
+                Arg::Text(id.clone()),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id) VALUES {} ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
+            values_list(chunk.len(), 5)
+        );
+        new.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
+            r.try_get::<String, _>(0)?,
+            r.try_get::<String, _>(1)?
+        )))?);
+    }
+    unique.retain(|(_, k, id)| new.contains(&(k.clone(), id.clone())));
+    // New occurrences per key, in clock (page) order.
+    let mut per_key: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut slot: HashMap<&str, usize> = HashMap::new();
+    for (i, key, _) in &unique {
+        let s = *slot.entry(key.as_str()).or_insert_with(|| {
+            per_key.push((key.clone(), Vec::new()));
+            per_key.len() - 1
+        });
+        per_key[s].1.push(*i);
+    }
+    per_key.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut totals: HashMap<String, i64> = HashMap::new();
+    for chunk in per_key.chunks(CHUNK) {
+        let mut args = Vec::with_capacity(chunk.len() * 5);
+        for (key, rows) in chunk {
+            args.extend([
+                Arg::Text(claim.workspace.into()),
+                Arg::Text(claim.rule.name.clone()),
+                Arg::Text(claim.mode.to_string()),
+                Arg::Text(key.clone()),
+                Arg::Int(rows.len() as i64),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count) VALUES {} \
+             ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
+             RETURNING dedup_key, count",
+            values_list(chunk.len(), 5)
+        );
+        totals.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
+            r.try_get::<String, _>(0)?,
+            r.try_get::<i64, _>(1)?
+        )))?);
+    }
+    let mut nth = Vec::new();
+    for (key, rows) in per_key {
+        let total = totals.get(&key).copied().unwrap_or(rows.len() as i64) as u64;
+        let before = total - rows.len() as u64;
+        for (j, i) in rows.into_iter().enumerate() {
+            if let Some(bucket) = cadence::nth_bucket(n, before + 1 + j as u64) {
+                nth.push((i, key.clone(), bucket));
+            }
+        }
+    }
+    Ok(nth)
+}
+
+/// Inserts fires for (row, key, bucket) candidates; returns (fire id, row) for those that were new.
+async fn insert_fires(
+    tx: &mut StoreTx,
+    claim: Claim<'_>,
+    rows: &[Row],
+    candidates: Vec<(usize, String, String)>,
+) -> Result<Vec<(i64, usize)>, sqlx::Error> {
+    // Within a batch the first row of a (key, bucket) wins; sorting keeps lock order stable.
+    let mut first: HashMap<(String, String), usize> = HashMap::new();
+    for (i, key, bucket) in candidates {
+        first.entry((key, bucket)).or_insert(i);
+    }
+    let mut batch: Vec<((String, String), usize)> = first.into_iter().collect();
+    batch.sort();
+    let mut fired = Vec::new();
+    for chunk in batch.chunks(CHUNK) {
+        let mut args = Vec::with_capacity(chunk.len() * 10);
+        for ((key, bucket), i) in chunk {
+            let row = &rows[*i];
+            args.extend([
+                Arg::Text(claim.workspace.into()),
+                Arg::Text(claim.rule.name.clone()),
+                Arg::Text(claim.mode.to_string()),
+                Arg::Text(key.clone()),
+                Arg::Text(bucket.clone()),
+                Arg::Text(claim.trigger.name.clone()),
+                Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
+                Arg::Text(row.to_json().to_string()),
+                Arg::Int(claim.run_id.unwrap_or(0)),
+                Arg::Time(DbTime(claim.now)),
+            ]);
+        }
+        let sql = format!(
+            "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at) VALUES {} \
+             ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
+            values_list(chunk.len(), 10)
+        );
+        let returned = fetch_args!(&mut *tx, &sql, args, |r| Ok((
+            r.try_get::<i64, _>(0)?,
+            r.try_get::<String, _>(1)?,
+            r.try_get::<String, _>(2)?
+        )))?;
+        let index: HashMap<(&str, &str), usize> = chunk
+            .iter()
+            .map(|((k, b), i)| ((k.as_str(), b.as_str()), *i))
+            .collect();
+        for (id, key, bucket) in returned {
+            fired.push((id, index[&(key.as_str(), bucket.as_str())]));
+        }
+    }
+    fired.sort_by_key(|(_, i)| *i);
+    Ok(fired)
+}
+
+/// One stored fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fire {
+    /// Its id.
+    pub id: i64,
+    /// Its rule.
+    pub rule: String,
+    /// shadow or live.
+    pub mode: String,
+    /// The dedup key.
+    pub key: String,
+    /// The dedup bucket.
+    pub bucket: String,
+    /// The clock of the row it fired on.
+    pub clock: Timestamp,
+    /// The row, as JSON.
+    pub row_json: String,
+    /// The poll that claimed it.
+    pub run_id: i64,
+    /// When it was claimed.
+    pub fired_at: Timestamp,
+}
+
+/// The fires of one rule, optionally for one dedup key, oldest first.
+pub async fn fires(
+    tx: &mut StoreTx,
+    workspace: &str,
+    rule: &str,
+    key: Option<&str>,
+) -> Result<Vec<Fire>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT id, rule_name, mode, dedup_key, dedup_bucket, clock, row_json, run_id, fired_at FROM fire \
+         WHERE workspace_id = $1 AND rule_name = $2 AND ($3 = '' OR dedup_key = $3) ORDER BY clock, id",
+        [workspace, rule, key.unwrap_or("")],
+        |r| Ok(Fire {
+            id: r.try_get(0)?,
+            rule: r.try_get(1)?,
+            mode: r.try_get(2)?,
+            key: r.try_get(3)?,
+            bucket: r.try_get(4)?,
+            clock: r.try_get::<DbTime, _>(5)?.0,
+            row_json: r.try_get(6)?,
+            run_id: r.try_get(7)?,
+            fired_at: r.try_get::<DbTime, _>(8)?.0,
+        })
+    )
+}

@@ -1,0 +1,443 @@
+//! The poller: lease a due trigger, read its window from the source with no control-plane
+//! transaction open, claim each page's fires in one short transaction per page, and settle the
+//! lease with its fencing token. The watermark advances only past rows that were evaluated, and
+//! only when the whole window was.
+
+pub mod run;
+pub mod state;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::Mutex;
+
+use crate::clock::Clock;
+use crate::definitions::{SourceDef, versions};
+use crate::ledger::{self, Claim};
+use crate::rules::{self, Mode};
+use crate::source::Source;
+use crate::sql_guard::{Shape, Window};
+use crate::store::{Store, StoreError, workspace};
+
+pub(crate) use state::reconcile;
+pub use state::{Lease, Settle, TriggerState, lease_due, list, rewind, settle};
+
+/// Default trigger lease.
+pub const DEFAULT_LEASE: SignedDuration = SignedDuration::from_mins(5);
+/// How soon a failed poll is retried.
+pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
+
+/// Finds a source's DSN (by default in its environment variable).
+pub type DsnResolver = Arc<dyn Fn(&SourceDef) -> Option<String> + Send + Sync>;
+
+/// Reads DSNs from the environment variables the definitions name.
+pub fn env_dsn() -> DsnResolver {
+    Arc::new(|def: &SourceDef| std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty()))
+}
+
+/// How fires are claimed: one statement per batch, or (for comparison) one transaction per row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimStyle {
+    /// One `INSERT … ON CONFLICT DO NOTHING RETURNING` per page and rule.
+    Batched,
+    /// One transaction per row: what the batch replaces, kept for benchmarks.
+    PerRow,
+}
+
+/// What went wrong outside a poll (the control plane itself).
+#[derive(Debug, thiserror::Error)]
+pub enum PollError {
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// One rule's part of a poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulePoll {
+    /// The rule.
+    pub rule: String,
+    /// The mode it claimed in.
+    pub mode: Mode,
+    /// Fires it made.
+    pub fired: u64,
+    /// Rows whose bucket it had already claimed.
+    pub already: u64,
+}
+
+/// How a poll ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollStatus {
+    /// The whole window was evaluated.
+    Ok,
+    /// Nothing was read (halted workspace, no rules); the watermark stays.
+    Skipped(String),
+    /// The poll failed; the watermark stays and the window is read again next time.
+    Failed(String),
+}
+
+/// What one poll of one trigger did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollReport {
+    /// The trigger.
+    pub trigger: String,
+    /// The window read.
+    pub window: Option<Window>,
+    /// Rows read in the window.
+    pub matched: u64,
+    /// Fires made, all rules together.
+    pub fired: u64,
+    /// Rows that fired for no rule.
+    pub already: u64,
+    /// Rows in the window with a NULL key.
+    pub null_keys: u64,
+    /// Rows with a NULL clock (whole query).
+    pub null_clocks: u64,
+    /// Per rule.
+    pub rules: Vec<RulePoll>,
+    /// How it ended.
+    pub status: PollStatus,
+    /// False when the lease had been taken over and the settle changed nothing.
+    pub settled: bool,
+}
+
+impl fmt::Display for PollReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: matched={} fired={} already={}",
+            self.trigger, self.matched, self.fired, self.already
+        )?;
+        for r in &self.rules {
+            writeln!(
+                f,
+                "  {} {} fired={} already={}",
+                r.rule, r.mode, r.fired, r.already
+            )?;
+        }
+        if self.null_keys + self.null_clocks > 0 {
+            writeln!(
+                f,
+                "  not fired: {} row(s) with a NULL key, {} with a NULL clock",
+                self.null_keys, self.null_clocks
+            )?;
+        }
+        match &self.status {
+            PollStatus::Ok => {}
+            PollStatus::Skipped(why) => writeln!(f, "  skipped: {why}")?,
+            PollStatus::Failed(why) => writeln!(f, "  failed: {why}")?,
+        }
+        if !self.settled {
+            writeln!(
+                f,
+                "  lease was taken over by another worker; this poll's settle changed nothing"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A poller: one worker's identity, its clock, and its connections.
+pub struct Poller {
+    store: Store,
+    worker: String,
+    clock: Clock,
+    lease_for: SignedDuration,
+    style: ClaimStyle,
+    dsn: DsnResolver,
+    sources: Mutex<HashMap<(String, String), Source>>,
+}
+
+impl Poller {
+    /// A poller named `worker` on `store`.
+    pub fn new(store: Store, worker: impl Into<String>, clock: Clock, dsn: DsnResolver) -> Poller {
+        Poller {
+            store,
+            worker: worker.into(),
+            clock,
+            lease_for: DEFAULT_LEASE,
+            style: ClaimStyle::Batched,
+            dsn,
+            sources: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Claims one row at a time instead of in batches (benchmarks only).
+    pub fn with_claim_style(mut self, style: ClaimStyle) -> Poller {
+        self.style = style;
+        self
+    }
+
+    /// Leases the most overdue trigger, if any is due.
+    pub async fn lease(&self) -> Result<Option<Lease>, PollError> {
+        Ok(lease_due(&self.store, &self.worker, self.clock.now(), self.lease_for).await?)
+    }
+
+    /// Polls every due trigger once: lease, poll, settle, until none is due.
+    pub async fn poll_due(&self) -> Result<Vec<PollReport>, PollError> {
+        let mut reports = Vec::new();
+        while let Some(lease) = self.lease().await? {
+            let (mut report, outcome) = self.poll(&lease).await;
+            report.settled = settle(&self.store, &lease, &outcome).await?;
+            if !report.settled {
+                tracing::warn!(trigger = %lease.trigger, token = lease.token, "stale settle ignored: the lease was taken over");
+            }
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// Polls due triggers until `stop` turns true, resting up to a second when nothing is due.
+    /// A poll in progress finishes and settles before the loop ends.
+    pub async fn run_until(
+        &self,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+        on_report: impl Fn(&PollReport),
+    ) -> Result<(), PollError> {
+        while !*stop.borrow() {
+            let reports = self.poll_due().await?;
+            for r in &reports {
+                on_report(r);
+            }
+            if reports.is_empty() {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls one leased trigger and says how to settle it. Never settles by itself, so a test
+    /// can play a worker that dies before settling.
+    pub async fn poll(&self, lease: &Lease) -> (PollReport, Settle) {
+        let mut report = PollReport {
+            trigger: lease.trigger.clone(),
+            window: None,
+            matched: 0,
+            fired: 0,
+            already: 0,
+            null_keys: 0,
+            null_clocks: 0,
+            rules: Vec::new(),
+            status: PollStatus::Ok,
+            settled: true,
+        };
+        let result = self.evaluate(lease, &mut report).await;
+        let now = self.clock.now();
+        let outcome = match result {
+            Ok(Some(until)) => Settle {
+                watermark: Some(until),
+                next_poll_at: now + lease.poll_interval,
+                error: None,
+                now,
+            },
+            Ok(None) => Settle {
+                watermark: None,
+                next_poll_at: now + lease.poll_interval,
+                error: None,
+                now,
+            },
+            Err(message) => {
+                report.status = PollStatus::Failed(message.clone());
+                let retry = lease.poll_interval.min(RETRY_AFTER_FAILURE);
+                Settle {
+                    watermark: None,
+                    next_poll_at: now + retry,
+                    error: Some(message),
+                    now,
+                }
+            }
+        };
+        (report, outcome)
+    }
+
+    /// Reads and claims the window; returns the new watermark, or `None` for a skipped poll.
+    async fn evaluate(
+        &self,
+        lease: &Lease,
+        report: &mut PollReport,
+    ) -> Result<Option<Timestamp>, String> {
+        let ws = &lease.workspace;
+        let store = &self.store;
+        let workspace = workspace::get(store, ws).await.map_err(|e| e.to_string())?;
+        if let Some((reason, _)) = &workspace.halted {
+            report.status = PollStatus::Skipped(format!("workspace halted: {reason}"));
+            return Ok(None);
+        }
+        let Some((_, defs)) = versions::in_force(store, ws)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            report.status = PollStatus::Skipped("no definitions in force".into());
+            return Ok(None);
+        };
+        let Some(trigger) = defs.trigger(&lease.trigger) else {
+            report.status = PollStatus::Skipped("trigger no longer defined".into());
+            return Ok(None);
+        };
+        let modes = rules::list(store, ws).await.map_err(|e| e.to_string())?;
+        let rules: Vec<(&crate::definitions::Rule, Mode)> = defs
+            .rules
+            .iter()
+            .filter(|r| r.trigger == trigger.name)
+            .filter_map(|r| {
+                modes
+                    .iter()
+                    .find(|m| m.rule == r.name && m.tombstoned_at.is_none())
+                    .map(|m| (r, m.mode))
+            })
+            .collect();
+        if rules.is_empty() {
+            report.status = PollStatus::Skipped("no enabled rules on this trigger".into());
+            return Ok(None);
+        }
+        report.rules = rules
+            .iter()
+            .map(|(r, mode)| RulePoll {
+                rule: r.name.clone(),
+                mode: *mode,
+                fired: 0,
+                already: 0,
+            })
+            .collect();
+
+        let now = self.clock.now();
+        let since = (lease.watermark - lease.lookback).max(lease.origin);
+        let window = Window {
+            since: since.min(now),
+            until: now,
+        };
+        report.window = Some(window);
+        let run_id = run::start(store, lease, window, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        let def = defs
+            .source(&trigger.source)
+            .expect("validated: every trigger's source exists");
+        let result = self
+            .read_and_claim(lease, def, trigger, &rules, window, run_id, report)
+            .await;
+        let counts = run::RunCounts {
+            matched: report.matched,
+            fired: report.fired,
+            already: report.already,
+            null_clocks: report.null_clocks,
+            null_keys: report.null_keys,
+        };
+        let (status, error) = match &result {
+            Ok(()) => ("ok", None),
+            Err(e) => ("failed", Some(e.as_str())),
+        };
+        run::finish(store, ws, run_id, status, &counts, error, self.clock.now())
+            .await
+            .map_err(|e| e.to_string())?;
+        result.map(|()| Some(window.until))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn read_and_claim(
+        &self,
+        lease: &Lease,
+        def: &SourceDef,
+        trigger: &crate::definitions::Trigger,
+        rules: &[(&crate::definitions::Rule, Mode)],
+        window: Window,
+        run_id: i64,
+        report: &mut PollReport,
+    ) -> Result<(), String> {
+        let source = self.source(&lease.workspace, def).await?;
+        let query = source
+            .check(&trigger.name, &trigger.sql)
+            .map_err(|e| e.to_string())?;
+        let shape = Shape {
+            clock: &trigger.event_time,
+            key: &trigger.key,
+        };
+        let mut reader = source
+            .read_window(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        while let Some(page) = reader.next_page().await.map_err(|e| e.to_string())? {
+            // The source read is done for this page; only now open a control-plane transaction.
+            let fired_rows = self
+                .claim_page(lease, trigger, rules, run_id, &page, report)
+                .await
+                .map_err(|e| e.to_string())?;
+            report.matched += page.len() as u64;
+            report.already += (page.len() - fired_rows) as u64;
+        }
+        reader.finish().await;
+        report.null_keys = source
+            .count_null_keys(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        report.null_clocks = source
+            .count_null_clocks(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Claims one page for every rule; returns how many rows fired for at least one rule.
+    async fn claim_page(
+        &self,
+        lease: &Lease,
+        trigger: &crate::definitions::Trigger,
+        rules: &[(&crate::definitions::Rule, Mode)],
+        run_id: i64,
+        page: &[crate::row::Row],
+        report: &mut PollReport,
+    ) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let slices: Vec<std::ops::Range<usize>> = match self.style {
+            ClaimStyle::Batched => vec![0..page.len()],
+            ClaimStyle::PerRow => (0..page.len()).map(|i| i..i + 1).collect(),
+        };
+        let mut fired_rows = HashSet::new();
+        for range in slices {
+            let mut tx = self.store.begin(&lease.workspace).await?;
+            for (slot, (rule, mode)) in rules.iter().enumerate() {
+                let claim = Claim {
+                    workspace: &lease.workspace,
+                    rule,
+                    trigger,
+                    mode: *mode,
+                    run_id: Some(run_id),
+                    now,
+                };
+                let claimed = ledger::claim(&mut tx, claim, &page[range.clone()])
+                    .await
+                    .map_err(|e| self.store.error(e))?;
+                report.rules[slot].fired += claimed.fires.len() as u64;
+                report.rules[slot].already += claimed.already;
+                report.fired += claimed.fires.len() as u64;
+                fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
+            }
+            tx.commit().await.map_err(|e| self.store.error(e))?;
+        }
+        Ok(fired_rows.len())
+    }
+
+    async fn source(&self, workspace: &str, def: &SourceDef) -> Result<Source, String> {
+        let mut cache = self.sources.lock().await;
+        let key = (workspace.to_string(), def.name.clone());
+        if let Some(s) = cache.get(&key) {
+            return Ok(s.clone());
+        }
+        let dsn = (self.dsn)(def).ok_or_else(|| {
+            format!(
+                "source {}: the environment variable {} is not set",
+                def.name, def.dsn_env
+            )
+        })?;
+        let source = Source::connect(def, &dsn)
+            .await
+            .map_err(|e| e.to_string())?;
+        cache.insert(key, source.clone());
+        Ok(source)
+    }
+}

@@ -1,0 +1,75 @@
+//! Poll runs (the `run` table): one row per poll with its window, counts, status and error.
+
+use jiff::Timestamp;
+use sqlx::Row as _;
+
+use super::state::Lease;
+use crate::sql_guard::Window;
+use crate::store::{DbTime, Store, StoreError, execute, fetch_all};
+
+/// Counts recorded with a finished run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Rows read in the window.
+    pub matched: u64,
+    /// Fires made (all rules).
+    pub fired: u64,
+    /// Rows that fired for no rule.
+    pub already: u64,
+    /// Rows with a NULL clock (whole query).
+    pub null_clocks: u64,
+    /// Rows in the window with a NULL key.
+    pub null_keys: u64,
+}
+
+/// Records the start of a poll; returns the run's id.
+pub async fn start(
+    store: &Store,
+    lease: &Lease,
+    window: Window,
+    now: Timestamp,
+) -> Result<i64, StoreError> {
+    let mut tx = store.begin(&lease.workspace).await?;
+    let id = fetch_all!(
+        &mut tx,
+        "INSERT INTO run (workspace_id, trigger_name, worker, fencing_token, window_since, window_until, status, started_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'running', $7) RETURNING id",
+        [&lease.workspace, &lease.trigger, &lease.worker, lease.token, DbTime(window.since), DbTime(window.until), DbTime(now)],
+        |r| r.try_get::<i64, _>(0)
+    )
+    .map_err(|e| store.error(e))?[0];
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(id)
+}
+
+/// Records how a poll ended.
+pub async fn finish(
+    store: &Store,
+    workspace: &str,
+    id: i64,
+    status: &str,
+    counts: &RunCounts,
+    error: Option<&str>,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        "UPDATE run SET status = $3, matched = $4, fired = $5, already = $6, null_clocks = $7, null_keys = $8, error = $9, finished_at = $10
+         WHERE workspace_id = $1 AND id = $2",
+        [
+            workspace,
+            id,
+            status,
+            counts.matched as i64,
+            counts.fired as i64,
+            counts.already as i64,
+            counts.null_clocks as i64,
+            counts.null_keys as i64,
+            error,
+            DbTime(now)
+        ]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))
+}

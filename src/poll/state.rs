@@ -1,0 +1,252 @@
+//! Trigger state in the control plane (the `trigger_state` table): per trigger, the watermark up
+//! to which rows were evaluated, lookback, poll interval and next poll, and the lease with its
+//! fencing token.
+
+use jiff::{SignedDuration, Timestamp};
+use sqlx::Row as _;
+
+use crate::definitions::Definitions;
+use crate::sql_guard::Dialect;
+use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
+
+/// One trigger's stored state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerState {
+    /// The trigger.
+    pub trigger: String,
+    /// Its source.
+    pub source: String,
+    /// Rows before this instant have been evaluated.
+    pub watermark: Timestamp,
+    /// When it is next due.
+    pub next_poll_at: Timestamp,
+    /// The last poll's error, if it failed.
+    pub last_error: Option<String>,
+    /// When it was removed from the definitions, if it was.
+    pub removed_at: Option<Timestamp>,
+}
+
+type Names = Vec<String>;
+
+/// Brings trigger state in line with `defs`: a new trigger starts with its watermark at `now`
+/// (history never fires) and is due at once; a changed one keeps its watermark; a removed one is
+/// marked removed. Returns (new, removed) trigger names.
+pub(crate) async fn reconcile(
+    tx: &mut StoreTx,
+    workspace: &str,
+    defs: &Definitions,
+    now: Timestamp,
+) -> Result<(Names, Names), sqlx::Error> {
+    let existing = fetch_all!(
+        &mut *tx,
+        "SELECT trigger_name, removed_at FROM trigger_state WHERE workspace_id = $1",
+        [workspace],
+        |r| Ok((
+            r.try_get::<String, _>(0)?,
+            r.try_get::<Option<DbTime>, _>(1)?
+        ))
+    )?;
+    let (mut new, mut removed) = (Vec::new(), Vec::new());
+    for t in &defs.triggers {
+        let lookback = t.lookback.as_millis() as i64;
+        let interval = t.poll_interval.as_millis() as i64;
+        if existing.iter().any(|(name, _)| *name == t.name) {
+            execute!(
+                &mut *tx,
+                "UPDATE trigger_state SET source_name = $3, checksum = $4, lookback_ms = $5, poll_interval_ms = $6, removed_at = NULL WHERE workspace_id = $1 AND trigger_name = $2",
+                [
+                    workspace,
+                    &t.name,
+                    &t.source,
+                    t.checksum(),
+                    lookback,
+                    interval
+                ]
+            )?;
+        } else {
+            execute!(
+                &mut *tx,
+                "INSERT INTO trigger_state (workspace_id, trigger_name, source_name, checksum, watermark, origin, lookback_ms, poll_interval_ms, next_poll_at) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $5)",
+                [
+                    workspace,
+                    &t.name,
+                    &t.source,
+                    t.checksum(),
+                    DbTime(now),
+                    lookback,
+                    interval
+                ]
+            )?;
+            new.push(t.name.clone());
+        }
+    }
+    for (name, gone) in &existing {
+        if gone.is_none() && defs.trigger(name).is_none() {
+            execute!(
+                &mut *tx,
+                "UPDATE trigger_state SET removed_at = $3 WHERE workspace_id = $1 AND trigger_name = $2",
+                [workspace, name, DbTime(now)]
+            )?;
+            removed.push(name.clone());
+        }
+    }
+    Ok((new, removed))
+}
+
+/// Every trigger's state, removed ones included, by name.
+pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT trigger_name, source_name, watermark, next_poll_at, last_error, removed_at FROM trigger_state WHERE workspace_id = $1 ORDER BY trigger_name",
+        [workspace],
+        |r| Ok(TriggerState {
+            trigger: r.try_get(0)?,
+            source: r.try_get(1)?,
+            watermark: r.try_get::<DbTime, _>(2)?.0,
+            next_poll_at: r.try_get::<DbTime, _>(3)?.0,
+            last_error: r.try_get(4)?,
+            removed_at: r.try_get::<Option<DbTime>, _>(5)?.map(|t| t.0),
+        })
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// A time-limited claim on one trigger. Its settle only applies while the token is current.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The workspace.
+    pub workspace: String,
+    /// The trigger.
+    pub trigger: String,
+    /// Who holds it.
+    pub worker: String,
+    /// The fencing token; a later lease of the same trigger has a larger one.
+    pub token: i64,
+    /// Rows before this were evaluated.
+    pub watermark: Timestamp,
+    /// No poll reads before this (the trigger's start, or an explicit rewind).
+    pub origin: Timestamp,
+    /// How far behind the watermark to re-read.
+    pub lookback: SignedDuration,
+    /// How often to poll.
+    pub poll_interval: SignedDuration,
+    /// When the lease lapses.
+    pub expires_at: Timestamp,
+}
+
+const LEASE_PG: &str = "WITH due AS MATERIALIZED (
+        SELECT workspace_id, trigger_name FROM trigger_state
+        WHERE removed_at IS NULL AND next_poll_at <= $2 AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
+        ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+    UPDATE trigger_state AS t SET lease_owner = $1, lease_expires_at = $3, fencing_token = t.fencing_token + 1
+    FROM due WHERE t.workspace_id = due.workspace_id AND t.trigger_name = due.trigger_name
+    RETURNING t.workspace_id, t.trigger_name, t.fencing_token, t.watermark, t.origin, t.lookback_ms, t.poll_interval_ms";
+
+// SQLite runs one writer at a time (BEGIN IMMEDIATE), so the selection needs no row locks.
+const LEASE_SQLITE: &str = "WITH due AS MATERIALIZED (
+        SELECT workspace_id, trigger_name FROM trigger_state
+        WHERE removed_at IS NULL AND next_poll_at <= $2 AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
+        ORDER BY next_poll_at LIMIT 1)
+    UPDATE trigger_state SET lease_owner = $1, lease_expires_at = $3, fencing_token = fencing_token + 1
+    WHERE (workspace_id, trigger_name) IN (SELECT workspace_id, trigger_name FROM due)
+    RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms";
+
+/// Leases the most overdue trigger of any workspace, in a short transaction of its own. This is
+/// one of the few statements that finds work before knowing whose it is.
+pub async fn lease_due(
+    store: &Store,
+    worker: &str,
+    now: Timestamp,
+    lease_for: SignedDuration,
+) -> Result<Option<Lease>, StoreError> {
+    let expires_at = now + lease_for;
+    let sql = match store.dialect() {
+        Dialect::Postgres => LEASE_PG,
+        Dialect::Sqlite => LEASE_SQLITE,
+    };
+    let leased = async {
+        let mut tx = store.begin_unscoped().await?;
+        let rows = fetch_all!(
+            &mut tx,
+            sql,
+            [worker, DbTime(now), DbTime(expires_at)],
+            |r| Ok(Lease {
+                workspace: r.try_get(0)?,
+                trigger: r.try_get(1)?,
+                worker: worker.to_string(),
+                token: r.try_get(2)?,
+                watermark: r.try_get::<DbTime, _>(3)?.0,
+                origin: r.try_get::<DbTime, _>(4)?.0,
+                lookback: SignedDuration::from_millis(r.try_get(5)?),
+                poll_interval: SignedDuration::from_millis(r.try_get(6)?),
+                expires_at,
+            })
+        )?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(rows.into_iter().next())
+    };
+    leased.await.map_err(|e| store.error(e))
+}
+
+/// How a poll ends for its trigger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settle {
+    /// The new watermark, or `None` to keep it (a failed or skipped poll).
+    pub watermark: Option<Timestamp>,
+    /// When the trigger is next due.
+    pub next_poll_at: Timestamp,
+    /// The error to show, if the poll failed.
+    pub error: Option<String>,
+    /// When the poll ended.
+    pub now: Timestamp,
+}
+
+/// Releases a lease with its outcome. Returns false, changing nothing, when the lease was taken
+/// over (its fencing token is no longer current): a stale worker's settle is a no-op.
+pub async fn settle(store: &Store, lease: &Lease, outcome: &Settle) -> Result<bool, StoreError> {
+    let mut tx = store.begin(&lease.workspace).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE trigger_state SET watermark = COALESCE($4, watermark), next_poll_at = $5, last_error = $6, last_polled_at = $7,
+             lease_owner = NULL, lease_expires_at = NULL
+         WHERE workspace_id = $1 AND trigger_name = $2 AND fencing_token = $3",
+        [
+            &lease.workspace,
+            &lease.trigger,
+            lease.token,
+            outcome.watermark.map(DbTime),
+            DbTime(outcome.next_poll_at),
+            outcome.error.as_deref(),
+            DbTime(outcome.now)
+        ]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(changed == 1)
+}
+
+/// Moves a trigger's watermark back to `now - by` (never forward) and makes it due now. Rows in
+/// the re-read window that already fired are stopped by the ledger.
+pub async fn rewind(
+    store: &Store,
+    workspace: &str,
+    trigger: &str,
+    by: SignedDuration,
+    now: Timestamp,
+) -> Result<bool, StoreError> {
+    let to = DbTime(now - by);
+    let mut tx = store.begin(workspace).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE trigger_state SET watermark = CASE WHEN watermark > $3 THEN $3 ELSE watermark END,
+             origin = CASE WHEN origin > $3 THEN $3 ELSE origin END, next_poll_at = $4
+         WHERE workspace_id = $1 AND trigger_name = $2 AND removed_at IS NULL",
+        [workspace, trigger, to, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(changed == 1)
+}
