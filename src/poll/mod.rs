@@ -394,7 +394,7 @@ impl Poller {
     ) -> Result<usize, StoreError> {
         let now = self.clock.now();
         let slices: Vec<std::ops::Range<usize>> = match self.style {
-            ClaimStyle::Batched => vec![0..page.len()],
+            ClaimStyle::Batched => std::iter::once(0..page.len()).collect(),
             ClaimStyle::PerRow => (0..page.len()).map(|i| i..i + 1).collect(),
         };
         let mut fired_rows = HashSet::new();
