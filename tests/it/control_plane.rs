@@ -9,27 +9,6 @@ use rowfire::store::{DEFAULT_WORKSPACE as WS, Store, StoreError, workspace};
 
 use crate::support::now;
 
-/// Runs one async conformance check against a fresh SQLite file and a fresh PostgreSQL database.
-macro_rules! on_both_engines {
-    ($name:ident, $check:ident) => {
-        mod $name {
-            #[tokio::test]
-            async fn on_sqlite() {
-                let db = crate::support::TestSqlite::new();
-                super::$check(&db.url).await;
-            }
-
-            #[tokio::test]
-            async fn on_postgres() {
-                let Some(pg) = crate::support::TestPg::new().await else {
-                    return;
-                };
-                super::$check(&pg.url).await;
-            }
-        }
-    };
-}
-
 async fn migrated(url: &str) -> Store {
     let store = Store::open(url).await.unwrap();
     store.migrate().await.unwrap();

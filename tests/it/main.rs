@@ -1,9 +1,13 @@
 //! Rowfire's integration tests: one binary, real SQLite files and real PostgreSQL databases.
 
+#[macro_use]
+mod support;
+
 mod backtests;
 mod cli;
 mod control_plane;
 mod guard_fuzz;
 mod paging;
+mod poller;
+mod race;
 mod sources;
-mod support;

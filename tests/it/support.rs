@@ -131,3 +131,25 @@ pub async fn sample_source(url: &str, page_size: usize) -> (Dataset, Definitions
         .unwrap();
     (data, defs, source)
 }
+
+/// Runs one async check (taking a control-plane URL) against a fresh SQLite file and a fresh
+/// PostgreSQL database: the control plane's conformance suite.
+macro_rules! on_both_engines {
+    ($name:ident, $check:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn on_sqlite() {
+                let db = crate::support::TestSqlite::new();
+                super::$check(&db.url).await;
+            }
+
+            #[tokio::test]
+            async fn on_postgres() {
+                let Some(pg) = crate::support::TestPg::new().await else {
+                    return;
+                };
+                super::$check(&pg.url).await;
+            }
+        }
+    };
+}

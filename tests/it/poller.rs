@@ -1,0 +1,385 @@
+//! The poller and the ledger: exactly-once fires, watermarks that never skip a row, leases that
+//! survive a dead worker. Control planes on both engines; the sample source is a SQLite file.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use rowfire::backtest::{Outcome, Simulator};
+use rowfire::clock::Clock;
+use rowfire::definitions::{self, versions};
+use rowfire::fixture::SAMPLE_DEFINITIONS;
+use rowfire::ledger;
+use rowfire::poll::{self, PollReport, PollStatus, Poller};
+use rowfire::rules::{self, Mode};
+use rowfire::source::Source;
+use rowfire::sql_guard::{Shape, Window};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store, workspace};
+use sqlx::{Connection, SqliteConnection};
+
+use crate::support::{TestSqlite, now, sample_source};
+
+const DAYS_120: SignedDuration = SignedDuration::from_hours(24 * 120);
+
+/// A control plane with the sample definitions pushed at [`now`], and a sample source.
+struct World {
+    store: Store,
+    clock: Clock,
+    sample: TestSqlite,
+}
+
+impl World {
+    async fn new(control_plane: &str, definitions: &str) -> World {
+        let sample = TestSqlite::new();
+        sample_source(&sample.url, 10_000).await;
+        let store = Store::open(control_plane).await.unwrap();
+        store.migrate().await.unwrap();
+        versions::push(&store, WS, definitions, now())
+            .await
+            .unwrap();
+        World {
+            store,
+            clock: Clock::fixed(now()),
+            sample,
+        }
+    }
+
+    fn poller(&self, name: &str) -> Poller {
+        let url = self.sample.url.clone();
+        Poller::new(
+            self.store.clone(),
+            name,
+            self.clock.clone(),
+            Arc::new(move |_| Some(url.clone())),
+        )
+    }
+
+    async fn poll(&self) -> Vec<PollReport> {
+        self.poller("w1").poll_due().await.unwrap()
+    }
+
+    async fn rewind(&self, trigger: &str, by: SignedDuration) {
+        assert!(
+            poll::rewind(&self.store, WS, trigger, by, self.clock.now())
+                .await
+                .unwrap()
+        );
+    }
+
+    async fn fires(&self, rule: &str) -> Vec<ledger::Fire> {
+        let mut tx = self.store.begin(WS).await.unwrap();
+        let fires = ledger::fires(&mut tx, WS, rule, None).await.unwrap();
+        tx.rollback().await.unwrap();
+        fires
+    }
+}
+
+fn report<'a>(reports: &'a [PollReport], trigger: &str) -> &'a PollReport {
+    reports
+        .iter()
+        .find(|r| r.trigger == trigger)
+        .unwrap_or_else(|| panic!("no poll of {trigger} in {reports:?}"))
+}
+
+async fn a_second_poll_of_a_rewound_window_finds_every_row_already_claimed(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    let first = w.poll().await;
+    let first = report(&first, "declined_charge");
+    assert!(first.fired > 0, "{first}");
+    w.rewind("declined_charge", DAYS_120).await;
+    let second = w.poll().await;
+    let second = report(&second, "declined_charge");
+    let n = second.matched;
+    assert!(n > 0);
+    assert_eq!(
+        second.to_string().lines().next().unwrap(),
+        format!("declined_charge: matched={n} fired=0 already={n}")
+    );
+    for r in &second.rules {
+        assert_eq!((r.fired, r.already), (0, n), "{}", r.rule);
+    }
+}
+on_both_engines!(
+    a_second_poll_of_a_rewound_window_finds_every_row_already_claimed_,
+    a_second_poll_of_a_rewound_window_finds_every_row_already_claimed
+);
+
+async fn a_new_trigger_fires_nothing_on_its_first_poll(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.clock.advance(SignedDuration::from_mins(1));
+    let reports = w.poll().await;
+    assert_eq!(reports.len(), 5, "every trigger was due");
+    for r in &reports {
+        assert_eq!(r.fired, 0, "{r}");
+    }
+    assert!(w.fires("billing_ticket").await.is_empty());
+}
+on_both_engines!(
+    a_new_trigger_fires_nothing_on_its_first_poll_,
+    a_new_trigger_fires_nothing_on_its_first_poll
+);
+
+async fn insert_declines(sample_url: &str, at: Timestamp, accounts: &[&str]) {
+    let mut c = SqliteConnection::connect(sample_url).await.unwrap();
+    for (i, account) in accounts.iter().enumerate() {
+        sqlx::query("INSERT INTO payment_attempts VALUES (?1, ?2, ?3, 1, 2900, 'declined', 'card_declined', ?4)")
+            .bind(900_000 + i as i64 + at.as_second() % 1000 * 100)
+            .bind(*account)
+            .bind(format!("inv_new_{i}"))
+            .bind(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+}
+
+async fn rows_that_arrive_while_halted_fire_after_resume(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.poll().await;
+    workspace::halt(&w.store, WS, "maintenance", w.clock.now())
+        .await
+        .unwrap();
+    w.clock.advance(SignedDuration::from_mins(2));
+    insert_declines(
+        &w.sample.url,
+        w.clock.now() - SignedDuration::from_secs(30),
+        &["acct_200", "acct_201"],
+    )
+    .await;
+    w.clock.advance(SignedDuration::from_mins(30));
+    let halted = w.poll().await;
+    assert!(
+        matches!(&report(&halted, "declined_charge").status, PollStatus::Skipped(why) if why.contains("maintenance"))
+    );
+    let state = poll::list(&w.store, WS).await.unwrap();
+    assert_eq!(
+        state
+            .iter()
+            .find(|s| s.trigger == "declined_charge")
+            .unwrap()
+            .watermark,
+        now(),
+        "a halted poll does not advance"
+    );
+
+    workspace::resume(&w.store, WS).await.unwrap();
+    w.clock.advance(SignedDuration::from_mins(5));
+    let resumed = w.poll().await;
+    let r = report(&resumed, "declined_charge");
+    assert_eq!(r.matched, 2, "{r}");
+    let billing = r.rules.iter().find(|x| x.rule == "billing_ticket").unwrap();
+    assert_eq!(billing.fired, 2);
+}
+on_both_engines!(
+    rows_that_arrive_while_halted_fire_after_resume_,
+    rows_that_arrive_while_halted_fire_after_resume
+);
+
+/// The (key, bucket) pairs a backtest's simulator finds for a rule over the last 120 days.
+async fn simulated(w: &World, rule_name: &str) -> BTreeSet<(String, String)> {
+    let defs = definitions::parse(SAMPLE_DEFINITIONS).unwrap();
+    let (rule, trigger) = defs.rule_and_trigger(rule_name).unwrap();
+    let source = Source::connect(defs.source("default").unwrap(), &w.sample.url)
+        .await
+        .unwrap();
+    let query = source.check(&trigger.name, &trigger.sql).unwrap();
+    let shape = Shape {
+        clock: &trigger.event_time,
+        key: &trigger.key,
+    };
+    let mut reader = source
+        .read_window(
+            &query,
+            shape,
+            Window {
+                since: now() - DAYS_120,
+                until: w.clock.now(),
+            },
+        )
+        .await
+        .unwrap();
+    let mut sim = Simulator::new(&rule.cadence, &trigger.key, &trigger.occurrence);
+    let mut out = BTreeSet::new();
+    while let Some(page) = reader.next_page().await.unwrap() {
+        for row in page {
+            if let Outcome::Fired { key, bucket } = sim.evaluate(&row) {
+                out.insert((key, bucket));
+            }
+        }
+    }
+    out
+}
+
+async fn a_backtest_and_a_fresh_live_ledger_agree_fire_for_fire_even_in_small_pages(url: &str) {
+    let small_pages = SAMPLE_DEFINITIONS.replace("max_rows: 10000", "max_rows: 40");
+    let w = World::new(url, &small_pages).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.rewind("detractor", DAYS_120).await;
+    let reports = w.poll().await;
+    assert!(
+        report(&reports, "declined_charge").matched > 3 * 40,
+        "the window spans more than three pages"
+    );
+    for rule in [
+        "billing_ticket",
+        "billing_heads_up",
+        "third_failed_payment",
+        "detractor_follow_up",
+    ] {
+        let fires = w.fires(rule).await;
+        let ledger: BTreeSet<(String, String)> = fires
+            .iter()
+            .map(|f| (f.key.clone(), f.bucket.clone()))
+            .collect();
+        assert_eq!(ledger.len(), fires.len(), "no duplicate fire for {rule}");
+        assert_eq!(ledger, simulated(&w, rule).await, "{rule}");
+    }
+}
+on_both_engines!(
+    a_backtest_and_a_fresh_live_ledger_agree_fire_for_fire_even_in_small_pages_,
+    a_backtest_and_a_fresh_live_ledger_agree_fire_for_fire_even_in_small_pages
+);
+
+async fn a_dead_workers_lease_is_taken_over_and_its_late_settle_changes_nothing(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.poll().await;
+    w.rewind("declined_charge", DAYS_120).await;
+    // Worker A leases the only due trigger and claims, then dies before settling.
+    let a = w.poller("a");
+    let lease_a = a.lease().await.unwrap().expect("a trigger is due");
+    assert_eq!(lease_a.trigger, "declined_charge");
+    let (report_a, late_settle) = a.poll(&lease_a).await;
+    assert!(report_a.fired > 0);
+    let b = w.poller("b");
+    assert_eq!(
+        b.lease().await.unwrap(),
+        None,
+        "the lease holds until it expires"
+    );
+
+    w.clock
+        .advance(poll::DEFAULT_LEASE + SignedDuration::from_secs(1));
+    let reports = b.poll_due().await.unwrap();
+    let report_b = report(&reports, "declined_charge");
+    assert_eq!(
+        report_b.fired, 0,
+        "B re-reads A's window and the ledger stops every duplicate"
+    );
+    assert_eq!(report_b.matched, report_a.matched, "no row skipped");
+    assert!(report_b.settled);
+    assert!(
+        !poll::settle(&w.store, &lease_a, &late_settle)
+            .await
+            .unwrap(),
+        "A's late settle changes nothing"
+    );
+    let state = poll::list(&w.store, WS).await.unwrap();
+    assert_eq!(
+        state
+            .iter()
+            .find(|s| s.trigger == "declined_charge")
+            .unwrap()
+            .watermark,
+        w.clock.now(),
+        "B's watermark stands"
+    );
+    let fires = w.fires("billing_ticket").await;
+    assert_eq!(fires.len() as u64, report_a.rules[0].fired);
+}
+on_both_engines!(
+    a_dead_workers_lease_is_taken_over_and_its_late_settle_changes_nothing_,
+    a_dead_workers_lease_is_taken_over_and_its_late_settle_changes_nothing
+);
+
+async fn replaying_a_poll_never_shifts_a_once_per_n_count(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.poll().await;
+    let first: Vec<(String, String)> = w
+        .fires("third_failed_payment")
+        .await
+        .into_iter()
+        .map(|f| (f.key, f.bucket))
+        .collect();
+    for _ in 0..2 {
+        w.clock.advance(SignedDuration::from_mins(1));
+        w.rewind("declined_charge", DAYS_120).await;
+        let again = w.poll().await;
+        let r = report(&again, "declined_charge")
+            .rules
+            .iter()
+            .find(|r| r.rule == "third_failed_payment")
+            .unwrap()
+            .clone();
+        assert_eq!(r.fired, 0);
+    }
+    // A new failure for a key continues its count: the 4th occurrence of acct_012 fired; the 5th
+    // and 6th do not, the 7th does.
+    let after: Vec<(String, String)> = w
+        .fires("third_failed_payment")
+        .await
+        .into_iter()
+        .map(|f| (f.key, f.bucket))
+        .collect();
+    assert_eq!(first, after);
+    let retried: Vec<&str> = after
+        .iter()
+        .filter(|(k, _)| k == "[\"acct_012\"]")
+        .map(|(_, b)| b.as_str())
+        .collect();
+    assert_eq!(retried, vec!["1", "4"]);
+    for i in 0..3 {
+        w.clock.advance(SignedDuration::from_mins(1));
+        insert_declines(
+            &w.sample.url,
+            w.clock.now() - SignedDuration::from_secs(10 + i),
+            &["acct_012"],
+        )
+        .await;
+    }
+    w.clock.advance(SignedDuration::from_mins(1));
+    w.poll().await;
+    let now_fired: Vec<String> = w
+        .fires("third_failed_payment")
+        .await
+        .into_iter()
+        .filter(|f| f.key == "[\"acct_012\"]")
+        .map(|f| f.bucket)
+        .collect();
+    assert_eq!(now_fired, vec!["1", "4", "7"]);
+}
+on_both_engines!(
+    replaying_a_poll_never_shifts_a_once_per_n_count_,
+    replaying_a_poll_never_shifts_a_once_per_n_count
+);
+
+async fn promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.poll().await;
+    let shadow = w.fires("billing_ticket").await;
+    assert!(!shadow.is_empty() && shadow.iter().all(|f| f.mode == "shadow"));
+    rules::set_mode(&w.store, WS, "billing_ticket", Mode::Live, w.clock.now())
+        .await
+        .unwrap();
+    w.clock.advance(SignedDuration::from_mins(1));
+    w.rewind("declined_charge", DAYS_120).await;
+    let reports = w.poll().await;
+    let live = report(&reports, "declined_charge")
+        .rules
+        .iter()
+        .find(|r| r.rule == "billing_ticket")
+        .unwrap()
+        .clone();
+    assert_eq!((live.mode, live.fired), (Mode::Live, shadow.len() as u64));
+    let all = w.fires("billing_ticket").await;
+    assert_eq!(
+        all.iter().filter(|f| f.mode == "live").count(),
+        shadow.len()
+    );
+}
+on_both_engines!(
+    promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow_,
+    promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow
+);
