@@ -14,7 +14,7 @@ use crate::row::Row;
 use crate::rules::Mode;
 use crate::store::{Arg, DbTime, StoreTx, fetch_all, fetch_args, values_list};
 
-/// Rows per multi-row statement (each fire takes 10 binds; both engines allow far more).
+/// Rows per multi-row statement on SQLite (each fire takes 10 binds); PostgreSQL takes arrays.
 const CHUNK: usize = 1_000;
 
 /// Who claims, for what, and when.
@@ -95,27 +95,50 @@ async fn count_occurrences(
         .collect();
     let mut sorted = unique.clone();
     sorted.sort_by(|a, b| (&a.1, &a.2).cmp(&(&b.1, &b.2)));
-    let mut new: HashSet<(String, String)> = HashSet::new();
-    for chunk in sorted.chunks(CHUNK) {
-        let mut args = Vec::with_capacity(chunk.len() * 5);
-        for (_, key, id) in chunk {
-            args.extend([
-                Arg::Text(claim.workspace.into()),
-                Arg::Text(claim.rule.name.clone()),
-                Arg::Text(claim.mode.to_string()),
-                Arg::Text(key.clone()),
-                Arg::Text(id.clone()),
-            ]);
+    let keys: Vec<String> = sorted.iter().map(|(_, k, _)| k.clone()).collect();
+    let ids: Vec<String> = sorted.iter().map(|(_, _, id)| id.clone()).collect();
+    let new: HashSet<(String, String)> = match tx {
+        // PostgreSQL: the whole batch as arrays, one statement.
+        StoreTx::Postgres(t) => sqlx::query(
+            "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id)
+             SELECT $1, $2, $3, u.k, u.o FROM unnest($4::text[], $5::text[]) AS u(k, o)
+             ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
+        )
+        .bind(claim.workspace)
+        .bind(&claim.rule.name)
+        .bind(claim.mode.to_string())
+        .bind(&keys)
+        .bind(&ids)
+        .fetch_all(&mut **t)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()?,
+        StoreTx::Sqlite(_) => {
+            let mut new = HashSet::new();
+            for (keys, ids) in keys.chunks(CHUNK).zip(ids.chunks(CHUNK)) {
+                let mut args = Vec::with_capacity(keys.len() * 5);
+                for (key, id) in keys.iter().zip(ids) {
+                    args.extend([
+                        Arg::Text(claim.workspace.into()),
+                        Arg::Text(claim.rule.name.clone()),
+                        Arg::Text(claim.mode.to_string()),
+                        Arg::Text(key.clone()),
+                        Arg::Text(id.clone()),
+                    ]);
+                }
+                let sql = format!(
+                    "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id) VALUES {} ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
+                    values_list(keys.len(), 5)
+                );
+                new.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
+                    r.try_get::<String, _>(0)?,
+                    r.try_get::<String, _>(1)?
+                )))?);
+            }
+            new
         }
-        let sql = format!(
-            "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id) VALUES {} ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
-            values_list(chunk.len(), 5)
-        );
-        new.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
-            r.try_get::<String, _>(0)?,
-            r.try_get::<String, _>(1)?
-        )))?);
-    }
+    };
     unique.retain(|(_, k, id)| new.contains(&(k.clone(), id.clone())));
     // New occurrences per key, in clock (page) order.
     let mut per_key: Vec<(String, Vec<usize>)> = Vec::new();
@@ -128,29 +151,49 @@ async fn count_occurrences(
         per_key[s].1.push(*i);
     }
     per_key.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut totals: HashMap<String, i64> = HashMap::new();
-    for chunk in per_key.chunks(CHUNK) {
-        let mut args = Vec::with_capacity(chunk.len() * 5);
-        for (key, rows) in chunk {
-            args.extend([
-                Arg::Text(claim.workspace.into()),
-                Arg::Text(claim.rule.name.clone()),
-                Arg::Text(claim.mode.to_string()),
-                Arg::Text(key.clone()),
-                Arg::Int(rows.len() as i64),
-            ]);
-        }
-        let sql = format!(
-            "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count) VALUES {} \
-             ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
+    let keys: Vec<String> = per_key.iter().map(|(k, _)| k.clone()).collect();
+    let counts: Vec<i64> = per_key.iter().map(|(_, rows)| rows.len() as i64).collect();
+    let totals: HashMap<String, i64> = match tx {
+        StoreTx::Postgres(t) => sqlx::query(
+            "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count)
+             SELECT $1, $2, $3, u.k, u.n FROM unnest($4::text[], $5::bigint[]) AS u(k, n)
+             ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count
              RETURNING dedup_key, count",
-            values_list(chunk.len(), 5)
-        );
-        totals.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
-            r.try_get::<String, _>(0)?,
-            r.try_get::<i64, _>(1)?
-        )))?);
-    }
+        )
+        .bind(claim.workspace)
+        .bind(&claim.rule.name)
+        .bind(claim.mode.to_string())
+        .bind(&keys)
+        .bind(&counts)
+        .fetch_all(&mut **t)
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()?,
+        StoreTx::Sqlite(_) => {
+            let mut totals = HashMap::new();
+            for (keys, counts) in keys.chunks(CHUNK).zip(counts.chunks(CHUNK)) {
+                let mut args = Vec::with_capacity(keys.len() * 5);
+                for (key, n) in keys.iter().zip(counts) {
+                    args.extend([
+                        Arg::Text(claim.workspace.into()),
+                        Arg::Text(claim.rule.name.clone()),
+                        Arg::Text(claim.mode.to_string()),
+                        Arg::Text(key.clone()),
+                        Arg::Int(*n),
+                    ]);
+                }
+                let sql = format!(
+                    "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count) VALUES {} \
+                     ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
+                     RETURNING dedup_key, count",
+                    values_list(keys.len(), 5)
+                );
+                totals.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?)))?);
+            }
+            totals
+        }
+    };
     let mut nth = Vec::new();
     for (key, rows) in per_key {
         let total = totals.get(&key).copied().unwrap_or(rows.len() as i64) as u64;
@@ -178,42 +221,83 @@ async fn insert_fires(
     }
     let mut batch: Vec<((String, String), usize)> = first.into_iter().collect();
     batch.sort();
-    let mut fired = Vec::new();
-    for chunk in batch.chunks(CHUNK) {
-        let mut args = Vec::with_capacity(chunk.len() * 10);
-        for ((key, bucket), i) in chunk {
-            let row = &rows[*i];
-            args.extend([
-                Arg::Text(claim.workspace.into()),
-                Arg::Text(claim.rule.name.clone()),
-                Arg::Text(claim.mode.to_string()),
-                Arg::Text(key.clone()),
-                Arg::Text(bucket.clone()),
-                Arg::Text(claim.trigger.name.clone()),
-                Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
-                Arg::Text(row.to_json().to_string()),
-                Arg::Int(claim.run_id.unwrap_or(0)),
-                Arg::Time(DbTime(claim.now)),
-            ]);
-        }
-        let sql = format!(
-            "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at) VALUES {} \
-             ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
-            values_list(chunk.len(), 10)
-        );
-        let returned = fetch_args!(&mut *tx, &sql, args, |r| Ok((
-            r.try_get::<i64, _>(0)?,
-            r.try_get::<String, _>(1)?,
-            r.try_get::<String, _>(2)?
-        )))?;
-        let index: HashMap<(&str, &str), usize> = chunk
+    let index: HashMap<(&str, &str), usize> = batch
+        .iter()
+        .map(|((k, b), i)| ((k.as_str(), b.as_str()), *i))
+        .collect();
+    let returned: Vec<(i64, String, String)> = match tx {
+        // PostgreSQL: the whole batch as arrays, one statement.
+        StoreTx::Postgres(t) => {
+            let keys: Vec<&str> = batch.iter().map(|((k, _), _)| k.as_str()).collect();
+            let buckets: Vec<&str> = batch.iter().map(|((_, b), _)| b.as_str()).collect();
+            let clocks: Vec<jiff_sqlx::Timestamp> = batch
+                .iter()
+                .map(|(_, i)| rows[*i].clock.expect("a claimed row has a clock").into())
+                .collect();
+            let json: Vec<String> = batch
+                .iter()
+                .map(|(_, i)| rows[*i].to_json().to_string())
+                .collect();
+            sqlx::query(
+                "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at)
+                 SELECT $1, $2, $3, u.k, u.b, $4, u.c, u.r, $5, $6
+                 FROM unnest($7::text[], $8::text[], $9::timestamptz[], $10::text[]) AS u(k, b, c, r)
+                 ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING
+                 RETURNING id, dedup_key, dedup_bucket",
+            )
+            .bind(claim.workspace)
+            .bind(&claim.rule.name)
+            .bind(claim.mode.to_string())
+            .bind(&claim.trigger.name)
+            .bind(claim.run_id.unwrap_or(0))
+            .bind(DbTime(claim.now))
+            .bind(&keys)
+            .bind(&buckets)
+            .bind(&clocks)
+            .bind(&json)
+            .fetch_all(&mut **t)
+            .await?
             .iter()
-            .map(|((k, b), i)| ((k.as_str(), b.as_str()), *i))
-            .collect();
-        for (id, key, bucket) in returned {
-            fired.push((id, index[&(key.as_str(), bucket.as_str())]));
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect::<Result<_, sqlx::Error>>()?
         }
-    }
+        StoreTx::Sqlite(_) => {
+            let mut returned = Vec::new();
+            for chunk in batch.chunks(CHUNK) {
+                let mut args = Vec::with_capacity(chunk.len() * 10);
+                for ((key, bucket), i) in chunk {
+                    let row = &rows[*i];
+                    args.extend([
+                        Arg::Text(claim.workspace.into()),
+                        Arg::Text(claim.rule.name.clone()),
+                        Arg::Text(claim.mode.to_string()),
+                        Arg::Text(key.clone()),
+                        Arg::Text(bucket.clone()),
+                        Arg::Text(claim.trigger.name.clone()),
+                        Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
+                        Arg::Text(row.to_json().to_string()),
+                        Arg::Int(claim.run_id.unwrap_or(0)),
+                        Arg::Time(DbTime(claim.now)),
+                    ]);
+                }
+                let sql = format!(
+                    "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at) VALUES {} \
+                     ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
+                    values_list(chunk.len(), 10)
+                );
+                returned.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
+                    r.try_get::<i64, _>(0)?,
+                    r.try_get::<String, _>(1)?,
+                    r.try_get::<String, _>(2)?
+                )))?);
+            }
+            returned
+        }
+    };
+    let mut fired: Vec<(i64, usize)> = returned
+        .iter()
+        .map(|(id, k, b)| (*id, index[&(k.as_str(), b.as_str())]))
+        .collect();
     fired.sort_by_key(|(_, i)| *i);
     Ok(fired)
 }
