@@ -600,32 +600,47 @@ fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Result<ExitCode>
         clock: &trigger.event_time,
         key: &trigger.key,
     };
-    let sql = query
-        .page_sql(
-            shape,
-            window,
-            sql_guard::Slice::First,
-            Some(def.page_size),
-            sql_guard::Placeholders::Inline,
-        )
-        .sql;
+    let inline = |slice| {
+        query
+            .page_sql(shape, window, slice, sql_guard::Placeholders::Inline)
+            .sql
+    };
+    let probe = inline(sql_guard::Slice::Boundary {
+        after: None,
+        offset: def.page_size.max(1) - 1,
+    });
+    let symbolic = sql_guard::Keyset {
+        clock: rowfire::row::Value::Text(format!("<boundary {}>", trigger.event_time)),
+        clock_type: None,
+        key: trigger
+            .key
+            .iter()
+            .map(|k| (rowfire::row::Value::Text(format!("<boundary {k}>")), None))
+            .collect(),
+    };
+    let page = inline(sql_guard::Slice::Between {
+        after: None,
+        upto: Some(&symbolic),
+    });
     println!("-- trigger {name} on source {} ({dialect})", def.name);
     if query.names_window() {
         println!("-- window {since} → {now}, bound to the query's own :since and :until");
     } else {
         println!("-- window {since} ≤ {} < {now}", trigger.event_time);
     }
+    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    println!("-- rows with a NULL key are counted, not paged");
     println!(
-        "-- pages of {} rows in ({}, {}) order; rows with a NULL key are counted, not paged",
-        def.page_size,
-        trigger.event_time,
-        trigger.key.join(", ")
+        "\n-- 1. where the first page ends: the row {} rows in, in {order} order",
+        def.page_size
     );
-    println!("{sql};");
+    println!("{probe};");
     println!(
-        "-- each further page adds: AND ({}, {}) > (the previous page's last row)",
-        trigger.event_time,
-        trigger.key.join(", ")
+        "\n-- 2. the page: every row up to and including that one, so rows equal on {order} are never split"
+    );
+    println!("{page};");
+    println!(
+        "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row"
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -240,15 +240,25 @@ pub struct Keyset {
     pub key: Vec<(Value, Option<String>)>,
 }
 
-/// Which rows of the window a statement selects.
+/// Which rows of the window a statement selects, in (clock, key) order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Slice<'a> {
-    /// The first page.
-    First,
-    /// The page after a keyset.
-    After(&'a Keyset),
-    /// Rows tied with a keyset on clock and key (read when a page ends inside a tie).
-    TiedWith(&'a Keyset),
+    /// Every row after `after` (from the start when `None`) up to and including `upto` (to the
+    /// end when `None`). Rows that compare equal to `upto` in SQL are all included, so a page
+    /// never splits them.
+    Between {
+        /// Exclusive lower bound.
+        after: Option<&'a Keyset>,
+        /// Inclusive upper bound.
+        upto: Option<&'a Keyset>,
+    },
+    /// The single row `offset` rows past `after`: where a page of `offset + 1` rows ends.
+    Boundary {
+        /// Exclusive lower bound.
+        after: Option<&'a Keyset>,
+        /// Rows to skip.
+        offset: usize,
+    },
 }
 
 /// The column SQLite reads the normalised clock into, stripped before rows reach callers.
@@ -421,14 +431,13 @@ impl CheckedQuery {
         }
     }
 
-    /// One page of the window, ordered by (clock, key), NULL keys excluded (they are counted
-    /// separately). `limit` is `None` for tie reads.
+    /// A slice of the window, ordered by (clock, key), NULL keys excluded (they are counted
+    /// separately).
     pub fn page_sql(
         &self,
         shape: Shape<'_>,
         window: Window,
         slice: Slice<'_>,
-        limit: Option<usize>,
         mode: Placeholders,
     ) -> Rendered {
         let mut b = Builder::new(self.dialect, mode, window);
@@ -451,40 +460,34 @@ impl CheckedQuery {
         }
         let tuple = std::iter::once(clock.clone())
             .chain(keys.iter().cloned())
-            .collect::<Vec<_>>();
-        let bound = |b: &mut Builder, ks: &Keyset| {
-            let mut out = vec![b.push(Bind::Value {
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut bound = |b: &mut Builder, ks: &Keyset, op: &str| {
+            let mut values = vec![b.push(Bind::Value {
                 value: ks.clock.clone(),
                 pg_type: ks.clock_type.clone(),
             })];
             for (value, pg_type) in &ks.key {
-                out.push(b.push(Bind::Value {
+                values.push(b.push(Bind::Value {
                     value: value.clone(),
                     pg_type: pg_type.clone(),
                 }));
             }
-            out
+            sql.push_str(&format!(" AND ({tuple}) {op} ({})", values.join(", ")));
         };
-        match slice {
-            Slice::First => {}
-            Slice::After(ks) => {
-                let values = bound(&mut b, ks);
-                sql.push_str(&format!(
-                    " AND ({}) > ({})",
-                    tuple.join(", "),
-                    values.join(", ")
-                ));
-            }
-            Slice::TiedWith(ks) => {
-                let values = bound(&mut b, ks);
-                for (col, val) in tuple.iter().zip(&values) {
-                    sql.push_str(&format!(" AND {col} = {val}"));
-                }
-            }
+        let (after, upto, offset) = match slice {
+            Slice::Between { after, upto } => (after, upto, None),
+            Slice::Boundary { after, offset } => (after, None, Some(offset)),
+        };
+        if let Some(ks) = after {
+            bound(&mut b, ks, ">");
         }
-        sql.push_str(&format!(" ORDER BY {}", tuple.join(", ")));
-        if let Some(limit) = limit {
-            sql.push_str(&format!(" LIMIT {limit}"));
+        if let Some(ks) = upto {
+            bound(&mut b, ks, "<=");
+        }
+        sql.push_str(&format!(" ORDER BY {tuple}"));
+        if let Some(offset) = offset {
+            sql.push_str(&format!(" LIMIT 1 OFFSET {offset}"));
         }
         Rendered {
             sql,
@@ -754,16 +757,16 @@ mod tests {
             clock: "created_at",
             key: &key,
         };
-        let r = q.page_sql(
-            shape,
-            window(),
-            Slice::First,
-            Some(100),
-            Placeholders::Numbered,
-        );
+        let probe = Slice::Boundary {
+            after: None,
+            offset: 99,
+        };
+        let r = q.page_sql(shape, window(), probe, Placeholders::Numbered);
         assert_eq!(
             r.sql,
-            "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL ORDER BY t.\"created_at\", t.\"id\" LIMIT 100"
+            "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t \
+             WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL \
+             ORDER BY t.\"created_at\", t.\"id\" LIMIT 1 OFFSET 99"
         );
         assert_eq!(
             r.binds,
@@ -772,7 +775,7 @@ mod tests {
     }
 
     #[test]
-    fn later_pages_continue_after_the_last_clock_and_key() {
+    fn pages_are_bounded_by_keys_so_sql_decides_ties() {
         let q = accept("SELECT id, created_at FROM t", Dialect::Postgres);
         let key = vec!["id".to_string()];
         let ks = Keyset {
@@ -784,27 +787,35 @@ mod tests {
             clock: "created_at",
             key: &key,
         };
-        let r = q.page_sql(
-            shape,
-            window(),
-            Slice::After(&ks),
-            Some(10),
-            Placeholders::Numbered,
-        );
+        let both = Slice::Between {
+            after: Some(&ks),
+            upto: Some(&ks),
+        };
+        let r = q.page_sql(shape, window(), both, Placeholders::Numbered);
+        let tuple = "(t.\"created_at\", t.\"id\")";
         assert!(
-            r.sql.contains(
-                "AND (t.\"created_at\", t.\"id\") > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"
-            ),
+            r.sql.contains(&format!(
+                "AND {tuple} > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"
+            )),
             "{}",
             r.sql
         );
-        let shown = q.page_sql(
-            shape,
-            window(),
-            Slice::After(&ks),
-            Some(10),
-            Placeholders::Inline,
+        assert!(
+            r.sql.contains(&format!(
+                "AND {tuple} <= (CAST($5 AS TIMESTAMPTZ), CAST($6 AS INT4))"
+            )),
+            "{}",
+            r.sql
         );
+        assert!(
+            !r.sql.contains("LIMIT"),
+            "a page is bounded by keys, not by a row count"
+        );
+        let after = Slice::Between {
+            after: Some(&ks),
+            upto: None,
+        };
+        let shown = q.page_sql(shape, window(), after, Placeholders::Inline);
         assert!(
             shown
                 .sql
@@ -823,14 +834,17 @@ mod tests {
             Dialect::Sqlite,
         );
         let key = vec!["id".to_string()];
+        let all = Slice::Between {
+            after: None,
+            upto: None,
+        };
         let r = q.page_sql(
             Shape {
                 clock: "at",
                 key: &key,
             },
             window(),
-            Slice::First,
-            Some(5),
+            all,
             Placeholders::Numbered,
         );
         assert!(

@@ -390,19 +390,6 @@ impl Source {
         })
     }
 
-    /// The first page's SQL with the window's literals written in, as `rowfire explain` shows it.
-    pub fn explain(&self, query: &CheckedQuery, shape: Shape<'_>, window: Window) -> String {
-        query
-            .page_sql(
-                shape,
-                window,
-                Slice::First,
-                Some(self.page_size),
-                Placeholders::Inline,
-            )
-            .sql
-    }
-
     /// Runs a statement on a source session without the guard. It exists so tests can show that
     /// the session itself refuses writes; Rowfire never calls it.
     #[doc(hidden)]
@@ -510,46 +497,40 @@ impl WindowReader<'_> {
         })
     }
 
-    /// The next page, or `None` when the window is exhausted. A page that ends inside a run of
-    /// rows sharing one (clock, key) is completed with the whole run, so none is skipped.
+    /// The next page, or `None` when the window is exhausted. A page ends at the row `page size`
+    /// rows in (found by a one-row probe) and includes every row SQL finds equal to it on
+    /// (clock, key), so no row is split across pages, skipped or read twice, whatever the
+    /// column's collation or type.
     pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         if self.done {
             return Ok(None);
         }
-        let limit = self.source.page_size;
-        let slice = match &self.after {
-            None => Slice::First,
-            Some(ks) => Slice::After(ks),
+        let after = self.after.take();
+        let probe = Slice::Boundary {
+            after: after.as_ref(),
+            offset: self.source.page_size.max(1) - 1,
         };
-        let rendered = self.query.page_sql(
-            self.shape,
-            self.window,
-            slice,
-            Some(limit),
-            Placeholders::Numbered,
-        );
-        let mut page = self.fetch(&rendered).await?;
+        let rendered = self
+            .query
+            .page_sql(self.shape, self.window, probe, Placeholders::Numbered);
+        let boundary = self.fetch(&rendered).await?;
+        let upto = (!boundary.rows.is_empty()).then(|| boundary.keyset(0));
+        let slice = Slice::Between {
+            after: after.as_ref(),
+            upto: upto.as_ref(),
+        };
+        let rendered = self
+            .query
+            .page_sql(self.shape, self.window, slice, Placeholders::Numbered);
+        let page = self.fetch(&rendered).await?;
         self.pages += 1;
-        if page.rows.len() < limit {
-            self.done = true;
-            return Ok(Some(page.rows));
+        match upto {
+            Some(ks) => self.after = Some(ks),
+            None => self.done = true,
         }
-        let last = page.keyset(page.rows.len() - 1);
-        let tied = (0..page.rows.len())
-            .rev()
-            .take_while(|i| page.keyset(*i) == last)
-            .count();
-        let rendered = self.query.page_sql(
-            self.shape,
-            self.window,
-            Slice::TiedWith(&last),
-            None,
-            Placeholders::Numbered,
-        );
-        let run = self.fetch(&rendered).await?;
-        page.rows.truncate(page.rows.len() - tied);
-        page.rows.extend(run.rows);
-        self.after = Some(last);
+        if page.rows.is_empty() && self.done {
+            return Ok(None);
+        }
         Ok(Some(page.rows))
     }
 

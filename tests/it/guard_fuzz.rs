@@ -91,8 +91,8 @@ proptest! {
         for dialect in [Dialect::Postgres, Dialect::Sqlite] {
             if let Ok(q) = sql_guard::check(&sql, dialect) {
                 let shape = Shape { clock: "at", key: &key };
-                let _ = q.page_sql(shape, window, Slice::First, Some(10), Placeholders::Numbered);
-                let _ = q.page_sql(shape, window, Slice::First, Some(10), Placeholders::Inline);
+                let _ = q.page_sql(shape, window, Slice::Boundary { after: None, offset: 9 }, Placeholders::Numbered);
+                let _ = q.page_sql(shape, window, Slice::Between { after: None, upto: None }, Placeholders::Inline);
             }
         }
         let _ = sql_guard::check_any_dialect(&sql);

@@ -221,3 +221,18 @@ async fn a_backtest_in_small_pages_equals_one_in_a_single_page() {
         );
     }
 }
+
+/// Keys that SQL finds equal but that differ as values (`1.1`, `1.10`, `1.100` as numeric) at one
+/// instant, straddling page boundaries: SQL decides where a page ends, so each row is read once.
+#[tokio::test]
+async fn keys_equal_in_sql_but_not_in_text_straddling_pages_are_read_once_on_postgres() {
+    let Some(pg) = TestPg::new().await else { return };
+    let mut c = pg.admin().await;
+    let setup = "CREATE TABLE events (id bigint PRIMARY KEY, k numeric, at timestamptz);
+        INSERT INTO events SELECT g, (ARRAY[1.1, 1.10, 1.100, 2])[g % 4 + 1], TIMESTAMPTZ '2026-11-28T11:00:00Z' FROM generate_series(1, 11) g;";
+    sqlx::raw_sql(setup).execute(&mut c).await.unwrap();
+    let source = ties_source(&pg.url).await;
+    let (mut ids, _) = read_ids(&source, "SELECT id, k, at FROM events", "at", &["k".into()], all_time()).await;
+    ids.sort();
+    assert_eq!(ids, (1..=11).collect::<Vec<_>>());
+}
