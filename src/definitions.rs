@@ -114,6 +114,23 @@ impl Trigger {
     }
 }
 
+impl Definitions {
+    /// Columns besides the clock and key that a trigger's query must return: its occurrence
+    /// columns and the anchor (and lead) columns of its rules.
+    pub fn extra_columns<'a>(&'a self, trigger: &'a Trigger) -> Vec<&'a str> {
+        let mut out: Vec<&str> = trigger.occurrence.iter().map(String::as_str).collect();
+        for rule in self.rules.iter().filter(|r| r.trigger == trigger.name) {
+            if let Cadence::Anchored(a) = &rule.cadence {
+                out.push(&a.column);
+                out.extend(a.lead_column.as_deref());
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
 impl Rule {
     /// A checksum over the rule's meaning: its cadence and time zone and its trigger's meaning.
     /// A rule whose checksum changes goes back to shadow.
@@ -514,7 +531,17 @@ impl Cx {
             }
         }
         if let Some(env) = self.string(m, "dsn_env", path, false) {
-            def.dsn_env = env;
+            let is_name = env.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if is_name {
+                def.dsn_env = env;
+            } else {
+                // Never echo the value: it may be a DSN with a password, pasted by mistake.
+                self.problem(
+                    format!("{path}.dsn_env"),
+                    "must name an environment variable (letters, digits, '_'), not hold the DSN itself; put the DSN in that variable",
+                );
+            }
         }
         if let Some(ms) = self.positive(m, "statement_timeout_ms", path) {
             def.statement_timeout = Duration::from_millis(ms);

@@ -201,3 +201,11 @@ fn invalid_yaml_is_one_problem_not_a_panic() {
     assert_eq!(p.len(), 1);
     assert!(p[0].message.starts_with("not valid YAML"));
 }
+
+#[test]
+fn a_dsn_pasted_into_dsn_env_is_refused_without_being_echoed() {
+    let doc = GOOD.replace("dsn_env: APP_DB", "dsn_env: postgres://app:hunter2@db/prod");
+    let p = parse(&doc).unwrap_err();
+    assert_eq!(p.0[0].path, "source.dsn_env");
+    assert!(!p.to_string().contains("hunter2"), "{p}");
+}

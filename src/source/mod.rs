@@ -285,19 +285,22 @@ impl Source {
         .map_err(|e| self.query_error(e))
     }
 
-    /// Checks that the clock and every key column are among the query's output columns, and
+    /// Checks that the clock, every key column and the `also` columns (occurrence and anchor
+    /// columns) are among the query's output columns, and
     /// (on PostgreSQL) that the clock is a timestamp or a date.
     pub async fn check_shape(
         &self,
         trigger: &str,
         query: &CheckedQuery,
         shape: Shape<'_>,
+        also: &[&str],
         window: Window,
     ) -> Result<(), SourceError> {
         let columns = self.columns(query, window).await?;
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
         let mut missing = Vec::new();
-        for wanted in std::iter::once(shape.clock).chain(shape.key.iter().map(String::as_str)) {
+        let wanted = std::iter::once(shape.clock).chain(shape.key.iter().map(String::as_str)).chain(also.iter().copied());
+        for wanted in wanted {
             if !names.contains(&wanted) {
                 missing.push(wanted);
             }
@@ -306,7 +309,7 @@ impl Source {
             return Err(SourceError::Shape {
                 trigger: trigger.to_string(),
                 message: format!(
-                    "the query returns no column named {}; it returns: {} (alias a column with AS, or fix event_time/key)",
+                    "the query returns no column named {}; it returns: {} (alias a column with AS, or fix event_time, key, occurrence or anchor)",
                     missing.join(", "),
                     names.join(", ")
                 ),
@@ -565,8 +568,33 @@ fn scrub(message: &str, dsn: &str) -> String {
         .filter(|pw| !pw.is_empty())
     {
         out = out.replace(password, "<redacted>");
+        let decoded = percent_decode(password);
+        if !decoded.is_empty() {
+            out = out.replace(&decoded, "<redacted>");
+        }
     }
     out
+}
+
+/// Decodes `%XX` escapes (as in a URL's userinfo); leaves anything else as it is.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -579,6 +607,8 @@ mod tests {
         let msg = format!("failed to connect to {dsn} with password s3cr%21t");
         let clean = scrub(&msg, dsn);
         assert!(!clean.contains("s3cr"), "{clean}");
+        let decoded = scrub("auth failed for password s3cr!t", dsn);
+        assert!(!decoded.contains("s3cr"), "{decoded}");
         assert!(!clean.contains(dsn));
     }
 

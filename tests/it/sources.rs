@@ -157,13 +157,14 @@ async fn a_missing_clock_or_key_column_is_named_with_the_columns_the_query_has()
                 clock: "created_at",
                 key: &key,
             },
+            &["invoice_id"],
             window(),
         )
         .await
         .unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.contains("no column named created_at, account_id")
+        msg.contains("no column named created_at, account_id, invoice_id")
             && msg.contains("it returns: id, name"),
         "{msg}"
     );
@@ -187,6 +188,7 @@ async fn a_postgres_clock_that_is_text_is_refused_with_a_cast_to_try() {
                 clock: "created",
                 key: &key,
             },
+            &[],
             window(),
         )
         .await
