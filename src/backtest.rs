@@ -163,7 +163,13 @@ pub async fn run(
     };
     let started = Instant::now();
     source
-        .check_shape(&trigger.name, &query, shape, &defs.extra_columns(trigger), window)
+        .check_shape(
+            &trigger.name,
+            &query,
+            shape,
+            &defs.extra_columns(trigger),
+            window,
+        )
         .await?;
 
     let tz = rule.cadence.time_zone();

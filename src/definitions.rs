@@ -531,7 +531,10 @@ impl Cx {
             }
         }
         if let Some(env) = self.string(m, "dsn_env", path, false) {
-            let is_name = env.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            let is_name = env
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if is_name {
                 def.dsn_env = env;

@@ -76,6 +76,19 @@ pub enum GuardError {
     /// `FOR UPDATE` / `FOR SHARE`.
     #[error("the SQL takes row locks ({0}); remove the locking clause, triggers only read")]
     Locking(String),
+    /// Longer than [`MAX_SQL_BYTES`].
+    #[error("the SQL is {0} bytes long; a trigger's SQL may be at most 256 KiB")]
+    TooLong(usize),
+    /// Too deeply nested to check.
+    #[error(
+        "the SQL is too deeply nested to check; simplify it (for example, use IN (…) instead of a long OR chain)"
+    )]
+    TooComplex,
+    /// A function with effects outside a read-only query.
+    #[error(
+        "the SQL calls {0}(), which acts outside a read-only query (another session, a lock, a file, a setting or a notification); remove it"
+    )]
+    Function(String),
     /// A placeholder other than `:since` and `:until`.
     #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
     Placeholder(String),
@@ -85,33 +98,70 @@ pub enum GuardError {
 #[derive(Debug, Clone)]
 pub struct CheckedQuery {
     dialect: Dialect,
-    query: Query,
+    /// The query re-rendered from its checked syntax tree, with `:since`/`:until` replaced by
+    /// markers no SQL text can contain; the tree itself is dropped where it was built.
+    inner: String,
+    marker: String,
     names_window: bool,
+}
+
+/// Longest trigger SQL the guard reads.
+pub const MAX_SQL_BYTES: usize = 256 * 1024;
+/// The guard walks syntax trees recursively; a long chain such as `a = 1 OR a = 1 OR …` is as
+/// deep as it is long, so checking runs on a thread with a stack sized for the longest SQL.
+const GUARD_STACK_BYTES: usize = 512 << 20;
+
+/// Runs `f` on a thread whose stack fits any tree [`MAX_SQL_BYTES`] of SQL can build.
+fn on_big_stack<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, GuardError> + Send + 'static,
+) -> Result<T, GuardError> {
+    std::thread::Builder::new()
+        .name("sql-guard".into())
+        .stack_size(GUARD_STACK_BYTES)
+        .spawn(f)
+        .map_err(|e| GuardError::Parse {
+            dialect: Dialect::Postgres,
+            message: format!("cannot start the SQL guard: {e}"),
+        })?
+        .join()
+        .unwrap_or(Err(GuardError::TooComplex))
 }
 
 /// Parses `sql` in `dialect` and refuses anything but one read-only query.
 pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
-    let parser_dialect = dialect.parser_dialect();
-    let statements =
-        Parser::parse_sql(parser_dialect.as_ref(), sql).map_err(|e| GuardError::Parse {
-            dialect,
-            message: e.to_string(),
-        })?;
-    inspect_statements(statements, dialect)
+    if sql.len() > MAX_SQL_BYTES {
+        return Err(GuardError::TooLong(sql.len()));
+    }
+    let sql = sql.to_string();
+    on_big_stack(move || {
+        let parser_dialect = dialect.parser_dialect();
+        let statements =
+            Parser::parse_sql(parser_dialect.as_ref(), &sql).map_err(|e| GuardError::Parse {
+                dialect,
+                message: e.to_string(),
+            })?;
+        inspect_statements(statements, dialect)
+    })
 }
 
 /// Checks SQL whose source's engine is not known yet (no `type`, no DSN at hand), with a
 /// dialect that accepts the syntax of every supported engine. The real dialect is checked again
 /// when the source is connected.
 pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
-    let statements =
-        Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, sql).map_err(|e| {
-            GuardError::Parse {
-                dialect: Dialect::Postgres,
-                message: e.to_string(),
-            }
-        })?;
-    inspect_statements(statements, Dialect::Postgres).map(|_| ())
+    if sql.len() > MAX_SQL_BYTES {
+        return Err(GuardError::TooLong(sql.len()));
+    }
+    let sql = sql.to_string();
+    on_big_stack(move || {
+        let statements =
+            Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, &sql).map_err(|e| {
+                GuardError::Parse {
+                    dialect: Dialect::Postgres,
+                    message: e.to_string(),
+                }
+            })?;
+        inspect_statements(statements, Dialect::Postgres).map(|_| ())
+    })
 }
 
 fn inspect_statements(
@@ -130,9 +180,20 @@ fn inspect_statements(
     if let ControlFlow::Break(err) = query.visit(&mut inspector) {
         return Err(err);
     }
+    let mut query = *query;
+    let marker = format!("\u{1}{:016x}", fastrand::u64(..));
+    let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
+        if let Expr::Value(v) = expr
+            && let SqlValue::Placeholder(name) = &mut v.value
+        {
+            *name = format!("{marker}{}\u{1}", &name[1..]);
+        }
+        ControlFlow::<()>::Continue(())
+    });
     Ok(CheckedQuery {
         dialect,
-        query: *query,
+        inner: query.to_string(),
+        marker,
         names_window: inspector.since || inspector.until,
     })
 }
@@ -175,6 +236,17 @@ impl Visitor for Inspector {
     }
 
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
+        if let Expr::Function(f) = expr {
+            let name = f
+                .name
+                .0
+                .last()
+                .map(|part| part.to_string().trim_matches('"').to_lowercase())
+                .unwrap_or_default();
+            if is_denied_function(&name) {
+                return ControlFlow::Break(GuardError::Function(name));
+            }
+        }
         if let Expr::Value(v) = expr
             && let SqlValue::Placeholder(name) = &v.value
         {
@@ -186,6 +258,40 @@ impl Visitor for Inspector {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// Functions that act outside the read-only query that calls them: through another session
+/// (dblink), on other sessions, with locks that outlive the transaction, on files, on settings,
+/// or by notifying listeners. A read-only session does not stop these, so the guard does.
+fn is_denied_function(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "pg_terminate_backend",
+        "pg_cancel_backend",
+        "pg_reload_conf",
+        "pg_rotate_logfile",
+        "pg_promote",
+        "pg_switch_wal",
+        "pg_create_restore_point",
+        "pg_notify",
+        "set_config",
+        "pg_read_file",
+        "pg_read_binary_file",
+        "pg_ls_dir",
+        "pg_stat_file",
+        "pg_file_write",
+        "pg_logical_emit_message",
+        "load_extension",
+        "writefile",
+        "readfile",
+    ];
+    const PREFIXES: &[&str] = &[
+        "dblink",
+        "pg_advisory_",
+        "pg_try_advisory_",
+        "lo_",
+        "pg_replication_origin_",
+    ];
+    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// A value bound to a rendered statement.
@@ -380,27 +486,27 @@ impl CheckedQuery {
     }
 
     fn inner(&self, b: &mut Builder) -> String {
-        let mut query = self.query.clone();
-        let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
-            if let Expr::Value(v) = expr
-                && let SqlValue::Placeholder(name) = &mut v.value
-            {
-                *name = if name == ":since" {
-                    b.since()
-                } else {
-                    b.until()
-                };
-            }
-            ControlFlow::<()>::Continue(())
-        });
-        query.to_string()
+        let mut text = self.inner.clone();
+        let since = format!("{}since\u{1}", self.marker);
+        if text.contains(&since) {
+            text = text.replace(&since, &b.since());
+        }
+        let until = format!("{}until\u{1}", self.marker);
+        if text.contains(&until) {
+            text = text.replace(&until, &b.until());
+        }
+        text
     }
 
     fn clock_expr(&self, clock: &str) -> String {
         let col = format!("t.{}", self.dialect.quote_ident(clock));
         match self.dialect {
             Dialect::Postgres => col,
-            Dialect::Sqlite => format!("strftime('%Y-%m-%d %H:%M:%f', {col})"),
+            // Text clocks are read as SQLite's date functions read them; numbers as Unix seconds.
+            Dialect::Sqlite => format!(
+                "CASE WHEN typeof({col}) IN ('integer', 'real') THEN strftime('%Y-%m-%d %H:%M:%f', {col}, 'unixepoch') \
+                 ELSE strftime('%Y-%m-%d %H:%M:%f', {col}) END"
+            ),
         }
     }
 
@@ -677,6 +783,75 @@ mod tests {
             refuse("SELECT * FROM t WHERE a > ?", Dialect::Sqlite),
             GuardError::Placeholder("?".into())
         );
+    }
+
+    #[test]
+    fn functions_that_act_outside_the_query_are_refused() {
+        for (sql, name) in [
+            (
+                "SELECT dblink_exec('host=x', 'DELETE FROM t')",
+                "dblink_exec",
+            ),
+            (
+                "SELECT * FROM t WHERE pg_advisory_lock(1) IS NOT NULL",
+                "pg_advisory_lock",
+            ),
+            (
+                "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_stat_activity",
+                "pg_terminate_backend",
+            ),
+            ("SELECT set_config('role', 'admin', false)", "set_config"),
+            ("SELECT lo_export(1, '/tmp/x')", "lo_export"),
+            (
+                "WITH x AS (SELECT pg_notify('c', 'm')) SELECT * FROM x",
+                "pg_notify",
+            ),
+        ] {
+            assert_eq!(
+                refuse(sql, Dialect::Postgres),
+                GuardError::Function(name.into()),
+                "{sql}"
+            );
+        }
+        assert_eq!(
+            refuse("SELECT load_extension('x.so')", Dialect::Sqlite),
+            GuardError::Function("load_extension".into())
+        );
+        accept(
+            "SELECT pg_sleep(0), now(), lower(name), lo FROM t",
+            Dialect::Postgres,
+        );
+    }
+
+    #[test]
+    fn a_very_long_or_chain_is_checked_without_overflowing_the_stack() {
+        let terms = vec!["a = 1"; 20_000].join(" OR ");
+        let q = accept(
+            &format!("SELECT a, at FROM t WHERE {terms}"),
+            Dialect::Postgres,
+        );
+        assert!(
+            q.page_sql(
+                Shape {
+                    clock: "at",
+                    key: &["a".into()]
+                },
+                window(),
+                Slice::Between {
+                    after: None,
+                    upto: None
+                },
+                Placeholders::Numbered
+            )
+            .sql
+            .len()
+                > 100_000
+        );
+        let too_long = format!("SELECT 1 WHERE {}", vec!["a = 1"; 60_000].join(" OR "));
+        assert!(matches!(
+            refuse(&too_long, Dialect::Postgres),
+            GuardError::TooLong(_)
+        ));
     }
 
     #[test]

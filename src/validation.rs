@@ -93,7 +93,13 @@ pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<Tr
         let result = match source.check(&trigger.name, &trigger.sql) {
             Ok(query) => {
                 source
-                    .check_shape(&trigger.name, &query, shape, &defs.extra_columns(trigger), window)
+                    .check_shape(
+                        &trigger.name,
+                        &query,
+                        shape,
+                        &defs.extra_columns(trigger),
+                        window,
+                    )
                     .await
             }
             Err(e) => Err(e),

@@ -151,7 +151,7 @@ impl Report {
             .collect();
         // Ties go to the earliest day.
         self.busiest_day = self.per_day.iter().rev().max_by_key(|d| d.fires).cloned();
-        self.quietest_day = self.per_day.iter().rev().min_by_key(|d| d.fires).cloned();
+        self.quietest_day = self.per_day.iter().min_by_key(|d| d.fires).cloned();
         let (mut best, mut run_start, mut best_start) = (0usize, 0usize, 0usize);
         for (i, &n) in counts.iter().enumerate() {
             if n != 0 {
@@ -287,6 +287,39 @@ fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ties_for_busiest_and_quietest_go_to_the_earliest_day() {
+        let mut r = Report {
+            rule: String::new(),
+            trigger: String::new(),
+            cadence: String::new(),
+            source: String::new(),
+            time_zone: "UTC".into(),
+            days: 3,
+            since: String::new(),
+            until: String::new(),
+            rows_matched: 0,
+            fires: 0,
+            collapsed: 0,
+            distinct_keys: 0,
+            null_clock_rows: 0,
+            null_key_rows: 0,
+            null_anchor_rows: 0,
+            per_day: Vec::new(),
+            busiest_day: None,
+            quietest_day: None,
+            longest_zero_run: None,
+            query_ms: 0,
+            pages: 0,
+            samples: Vec::new(),
+            caveat: CAVEAT,
+        };
+        r.set_days("2026-11-01".parse().unwrap(), &[3, 0, 3, 0]);
+        assert_eq!(r.busiest_day.unwrap().date, "2026-11-01");
+        assert_eq!(r.quietest_day.unwrap().date, "2026-11-02");
+        assert_eq!(r.longest_zero_run.unwrap().days, 1);
+    }
 
     #[test]
     fn an_empty_day_looks_different_from_a_quiet_one() {

@@ -299,7 +299,9 @@ impl Source {
         let columns = self.columns(query, window).await?;
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
         let mut missing = Vec::new();
-        let wanted = std::iter::once(shape.clock).chain(shape.key.iter().map(String::as_str)).chain(also.iter().copied());
+        let wanted = std::iter::once(shape.clock)
+            .chain(shape.key.iter().map(String::as_str))
+            .chain(also.iter().copied());
         for wanted in wanted {
             if !names.contains(&wanted) {
                 missing.push(wanted);
@@ -582,7 +584,10 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
         match (bytes[i], hex) {
             (b'%', Some(b)) => {
                 out.push(b);

@@ -226,13 +226,57 @@ async fn a_backtest_in_small_pages_equals_one_in_a_single_page() {
 /// instant, straddling page boundaries: SQL decides where a page ends, so each row is read once.
 #[tokio::test]
 async fn keys_equal_in_sql_but_not_in_text_straddling_pages_are_read_once_on_postgres() {
-    let Some(pg) = TestPg::new().await else { return };
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
     let mut c = pg.admin().await;
     let setup = "CREATE TABLE events (id bigint PRIMARY KEY, k numeric, at timestamptz);
         INSERT INTO events SELECT g, (ARRAY[1.1, 1.10, 1.100, 2])[g % 4 + 1], TIMESTAMPTZ '2026-11-28T11:00:00Z' FROM generate_series(1, 11) g;";
     sqlx::raw_sql(setup).execute(&mut c).await.unwrap();
     let source = ties_source(&pg.url).await;
-    let (mut ids, _) = read_ids(&source, "SELECT id, k, at FROM events", "at", &["k".into()], all_time()).await;
+    let (mut ids, _) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        all_time(),
+    )
+    .await;
     ids.sort();
     assert_eq!(ids, (1..=11).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn sqlite_clocks_in_unix_seconds_are_read_as_times() {
+    let db = TestSqlite::new();
+    let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", db.url))
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TABLE events (id INTEGER PRIMARY KEY, k TEXT, at INTEGER)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let inside = now().as_second() - 3600;
+    for (id, at) in [(1, inside), (2, inside + 1), (3, now().as_second() + 60)] {
+        sqlx::query("INSERT INTO events VALUES (?1, 'a', ?2)")
+            .bind(id)
+            .bind(at)
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    let source = ties_source(&db.url).await;
+    let (ids, _) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        all_time(),
+    )
+    .await;
+    assert_eq!(
+        ids,
+        vec![1, 2],
+        "the row an hour ahead of the window's end is outside it"
+    );
 }
