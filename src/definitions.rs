@@ -33,6 +33,30 @@ pub struct Definitions {
     pub triggers: Vec<Trigger>,
     /// Rules, in file order.
     pub rules: Vec<Rule>,
+    /// Integrations, in file order.
+    pub integrations: Vec<IntegrationDef>,
+}
+
+/// An integration declared in the definitions: a catalogue entry, never its credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntegrationDef {
+    /// The name bindings use.
+    pub name: String,
+    /// The catalogue entry it instantiates, with its base URL applied.
+    pub spec: crate::deliver::catalog::Integration,
+}
+
+/// A rule's binding to an action: parameter templates and a recipient template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Binding {
+    /// The integration's name.
+    pub integration: String,
+    /// The action's name.
+    pub action: String,
+    /// Parameter templates by name.
+    pub params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Who receives it (a template); defaults to the rule's key.
+    pub recipient: Option<String>,
 }
 
 /// A read-only connection to a customer database, described without its DSN.
@@ -86,6 +110,8 @@ pub struct Rule {
     pub cadence: Cadence,
     /// The rule's IANA time zone (default UTC).
     pub timezone: TimeZone,
+    /// What happens when it fires.
+    pub actions: Vec<Binding>,
 }
 
 /// A SHA-256 hex digest of a canonical JSON value.
@@ -157,6 +183,11 @@ impl Definitions {
     /// A rule by name.
     pub fn rule(&self, name: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// An integration by name.
+    pub fn integration(&self, name: &str) -> Option<&IntegrationDef> {
+        self.integrations.iter().find(|i| i.name == name)
     }
 
     /// A source by name.
@@ -267,7 +298,16 @@ struct Cx {
     problems: Vec<Problem>,
 }
 
-const TOP_KEYS: &[&str] = &["version", "source", "sources", "triggers", "rules"];
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "source",
+    "sources",
+    "integrations",
+    "triggers",
+    "rules",
+];
+const INTEGRATION_KEYS: &[&str] = &["catalog", "base_url"];
+const BINDING_KEYS: &[&str] = &["action", "params", "recipient"];
 const SOURCE_KEYS: &[&str] = &["type", "dsn_env", "statement_timeout_ms", "max_rows"];
 const TRIGGER_KEYS: &[&str] = &[
     "description",
@@ -287,6 +327,7 @@ const RULE_KEYS: &[&str] = &[
     "n",
     "timezone",
     "anchor",
+    "actions",
 ];
 const ANCHOR_KEYS: &[&str] = &[
     "column",
@@ -489,6 +530,12 @@ impl Cx {
             let def = self.source(&name, v, &format!("sources.{name}"));
             sources.push(def);
         }
+        let mut integrations = Vec::new();
+        for (name, v) in self.named_entries(top.get("integrations"), "integrations") {
+            if let Some(i) = self.integration(&name, v) {
+                integrations.push(i);
+            }
+        }
         let trigger_entries = self.named_entries(top.get("triggers"), "triggers");
         let trigger_names: Vec<String> = trigger_entries.iter().map(|(n, _)| n.clone()).collect();
         let mut triggers = Vec::new();
@@ -499,7 +546,7 @@ impl Cx {
         }
         let mut rules = Vec::new();
         for (name, v) in self.named_entries(top.get("rules"), "rules") {
-            if let Some(r) = self.rule(&name, v, &trigger_names) {
+            if let Some(r) = self.rule(&name, v, &trigger_names, &integrations) {
                 rules.push(r);
             }
         }
@@ -508,6 +555,7 @@ impl Cx {
             sources,
             triggers,
             rules,
+            integrations,
         })
     }
 
@@ -595,7 +643,137 @@ impl Cx {
         })
     }
 
-    fn rule(&mut self, name: &str, v: &Yaml, triggers: &[String]) -> Option<Rule> {
+    fn integration(&mut self, name: &str, v: &Yaml) -> Option<IntegrationDef> {
+        let path = format!("integrations.{name}");
+        let m = self.mapping(v, &path, INTEGRATION_KEYS)?;
+        let catalog = self.string(m, "catalog", &path, true)?;
+        let Some(mut spec) = crate::deliver::catalog::built_in(&catalog) else {
+            let known: Vec<String> = crate::deliver::catalog::all()
+                .into_iter()
+                .map(|i| i.name)
+                .collect();
+            self.problem(
+                format!("{path}.catalog"),
+                unknown(
+                    "catalogue entry",
+                    &catalog,
+                    known.iter().map(String::as_str),
+                ),
+            );
+            return None;
+        };
+        if let Some(base_url) = self.string(m, "base_url", &path, false) {
+            spec.base_url = base_url;
+        }
+        Some(IntegrationDef {
+            name: name.to_string(),
+            spec,
+        })
+    }
+
+    fn bindings(
+        &mut self,
+        m: &Mapping,
+        path: &str,
+        integrations: &[IntegrationDef],
+    ) -> Vec<Binding> {
+        let Some(v) = m.get("actions") else {
+            return Vec::new();
+        };
+        let Yaml::Sequence(items) = v else {
+            self.problem(
+                format!("{path}.actions"),
+                "expected a list of bindings, each with `action: INTEGRATION.ACTION`",
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}.actions[{i}]");
+            let Some(b) = self.mapping(item, &p, BINDING_KEYS) else {
+                continue;
+            };
+            let Some(action) = self.string(b, "action", &p, true) else {
+                continue;
+            };
+            let Some((integration, action_name)) = action.split_once('.') else {
+                self.problem(
+                    format!("{p}.action"),
+                    format!("\"{action}\" is not INTEGRATION.ACTION, for example inbox.ticket"),
+                );
+                continue;
+            };
+            let Some(def) = integrations.iter().find(|d| d.name == integration) else {
+                self.problem(
+                    format!("{p}.action"),
+                    unknown(
+                        "integration",
+                        integration,
+                        integrations.iter().map(|d| d.name.as_str()),
+                    ),
+                );
+                continue;
+            };
+            let Some(spec) = def.spec.actions.get(action_name) else {
+                self.problem(
+                    format!("{p}.action"),
+                    unknown(
+                        "action",
+                        action_name,
+                        def.spec.actions.keys().map(String::as_str),
+                    ),
+                );
+                continue;
+            };
+            let mut params = std::collections::BTreeMap::new();
+            match b.get("params") {
+                None | Some(Yaml::Null) => {}
+                Some(Yaml::Mapping(given)) => {
+                    for (k, v) in given {
+                        let key = k.as_str().unwrap_or_default().to_string();
+                        if !spec.params.contains_key(&key) {
+                            let msg =
+                                unknown("parameter", &key, spec.params.keys().map(String::as_str));
+                            self.problem(format!("{p}.params.{key}"), msg);
+                            continue;
+                        }
+                        params.insert(
+                            key,
+                            serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+                        );
+                    }
+                }
+                Some(_) => self.problem(
+                    format!("{p}.params"),
+                    "expected a mapping from parameter names to templates",
+                ),
+            }
+            for (name, declared) in &spec.params {
+                if declared.required && !params.contains_key(name) {
+                    self.problem(
+                        format!("{p}.params.{name}"),
+                        format!("required by {action}; add it"),
+                    );
+                }
+            }
+            let recipient = self.string(b, "recipient", &p, false);
+            out.push(Binding {
+                integration: integration.to_string(),
+                action: action_name.to_string(),
+                params,
+                recipient,
+            });
+        }
+        out
+    }
+
+    fn rule(
+        &mut self,
+        name: &str,
+        v: &Yaml,
+        triggers: &[String],
+        integrations: &[IntegrationDef],
+    ) -> Option<Rule> {
         let path = format!("rules.{name}");
         let m = self.mapping(v, &path, RULE_KEYS)?;
         let trigger = self.string(m, "trigger", &path, true);
@@ -617,12 +795,14 @@ impl Cx {
         };
         let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
         let description = self.string(m, "description", &path, false);
+        let actions = self.bindings(m, &path, integrations);
         Some(Rule {
             name: name.to_string(),
             trigger: trigger?,
             description,
             cadence: cadence?,
             timezone: timezone?,
+            actions,
         })
     }
 

@@ -1,14 +1,24 @@
-//! The first run: a sample database and definitions in a directory, and a backtest headline for
-//! every sample rule. Needs no database server.
+//! The first run: a sample database and definitions in a directory, a backtest headline for
+//! every sample rule, and an embedded control plane (`DIR/rowfire.db`) with the sample rules
+//! bound to the Demo inbox, ready for the worker. Needs no database server.
 
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
+use std::sync::Arc;
+
+use jiff::SignedDuration;
+
 use crate::backtest::{self, BacktestError, Options, Report};
+use crate::clock::Clock;
+use crate::definitions::versions::{self, PushError};
 use crate::definitions::{self, Problems};
 use crate::fixture::{self, FixtureError, SAMPLE_DEFINITIONS};
+use crate::poll::{self, Poller};
+use crate::rules::{self, Mode};
 use crate::source::{Source, SourceError};
+use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
 
 /// Days every demo headline covers.
 pub const DEMO_DAYS: u32 = 120;
@@ -36,6 +46,15 @@ pub enum DemoError {
     /// A backtest failed.
     #[error(transparent)]
     Backtest(#[from] BacktestError),
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The sample definitions could not be pushed.
+    #[error(transparent)]
+    Push(#[from] PushError),
+    /// A mode change failed.
+    #[error(transparent)]
+    Mode(#[from] rules::ModeError),
 }
 
 /// What the demo made.
@@ -47,6 +66,24 @@ pub struct Demo {
     pub definitions: PathBuf,
     /// One backtest per sample rule, in file order.
     pub reports: Vec<Report>,
+    /// The embedded control plane's URL (`sqlite://DIR/rowfire.db`).
+    pub control_plane_url: String,
+    /// The control plane, with the sample definitions pushed, every trigger rewound over the
+    /// demo window and every rule live (its only destination is the Demo inbox).
+    pub store: Store,
+}
+
+impl Demo {
+    /// A worker's poller on the demo's control plane, reading the sample database.
+    pub fn poller(&self, clock: Clock) -> Poller {
+        let url = self.sample_url.clone();
+        Poller::new(
+            self.store.clone(),
+            "demo",
+            clock,
+            Arc::new(move |_| Some(url.clone())),
+        )
+    }
 }
 
 /// Creates the sample database and definitions in `dir` and backtests every sample rule over
@@ -76,9 +113,28 @@ pub async fn run(dir: &Path, now: Timestamp) -> Result<Demo, DemoError> {
     for rule in &defs.rules {
         reports.push(backtest::run(&defs, &rule.name, &source, &opts).await?);
     }
+    // A fresh embedded control plane next to the sample, so `rowfire` run inside DIR acts on it.
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("rowfire.db{suffix}")));
+    }
+    let control_plane_url = format!("sqlite://{}", dir.join("rowfire.db").display());
+    let store = Store::open(&control_plane_url).await?;
+    store.migrate().await?;
+    versions::push(&store, DEFAULT_WORKSPACE, SAMPLE_DEFINITIONS, now).await?;
+    // New triggers start at now so history never fires; the demo looks back on purpose, and its
+    // rules go live because their only destination is the Demo inbox.
+    let by = SignedDuration::from_hours(24 * i64::from(DEMO_DAYS));
+    for trigger in &defs.triggers {
+        poll::rewind(&store, DEFAULT_WORKSPACE, &trigger.name, by, now).await?;
+    }
+    for rule in &defs.rules {
+        rules::set_mode(&store, DEFAULT_WORKSPACE, &rule.name, Mode::Live, now).await?;
+    }
     Ok(Demo {
         sample_url,
         definitions: definitions_path,
         reports,
+        control_plane_url,
+        store,
     })
 }

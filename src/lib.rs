@@ -9,6 +9,8 @@ pub mod cadence;
 pub mod clock;
 /// The definitions file: parsing and validation with every problem reported at once.
 pub mod definitions;
+/// Deliveries: rendered requests written with their fire; the Demo inbox; the catalogue.
+pub mod deliver;
 /// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
 /// The deterministic sample B2B SaaS database.
@@ -27,5 +29,7 @@ pub mod source;
 pub mod sql_guard;
 /// The control plane database: open, migrate, workspace-scoped transactions.
 pub mod store;
+/// `{{ name }}` templates, substitution only.
+pub mod template;
 /// Checking definitions against live sources.
 pub mod validation;

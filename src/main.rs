@@ -38,6 +38,9 @@ enum Command {
         /// Place the sample data relative to this instant (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
         now: Option<Timestamp>,
+        /// Poll once and exit instead of running the worker until ctrl-c.
+        #[arg(long)]
+        once: bool,
     },
     /// Check a definitions file: every problem at once, with its path. With a source's DSN in the
     /// environment, also check each trigger's columns against the source.
@@ -184,6 +187,18 @@ enum FixtureCommand {
         #[arg(long, value_parser = parse_now)]
         now: Option<Timestamp>,
     },
+    /// Add fresh activity (declined payments, a detractor) to a sample database, stamped within
+    /// the last minute, so a running worker has something new to fire on.
+    ///
+    /// Example: rowfire fixture simulate --into sqlite://rowfire-demo/sample.db --rows 5
+    Simulate {
+        /// The sample database: postgres://… or sqlite://path.
+        #[arg(long)]
+        into: String,
+        /// Declined payments to add.
+        #[arg(long, default_value_t = 5)]
+        rows: usize,
+    },
 }
 
 fn parse_now(s: &str) -> Result<Timestamp, String> {
@@ -209,7 +224,7 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Demo { dir, now } => demo(&dir, Clock::from_option(now)).await,
+        Command::Demo { dir, now, once } => demo(&dir, Clock::from_option(now), once).await,
         Command::Validate { file } => validate(&file).await,
         Command::Explain {
             trigger,
@@ -318,6 +333,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             println!(
                 "{trigger}: watermark moved back to {} and due now; rows that already fired will not fire again",
                 Timestamp::now() - by
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fixture(FixtureCommand::Simulate { into, rows }) => {
+            let added = fixture::simulate(&into, Timestamp::now(), rows).await?;
+            println!(
+                "added {added} row(s) of fresh activity; a running worker fires on them at its next poll"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -504,7 +526,7 @@ fn load(file: &Path) -> Result<Definitions> {
     Ok(definitions::load_file(file)?)
 }
 
-async fn demo(dir: &Path, clock: Clock) -> Result<ExitCode> {
+async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
     let now = clock.now();
     let made = demo::run(dir, now)
         .await
@@ -520,18 +542,60 @@ async fn demo(dir: &Path, clock: Clock) -> Result<ExitCode> {
         println!("  {}", report.headline());
     }
     println!();
-    println!("Look closer:");
-    println!("  export SAMPLE_DATABASE_URL={}", made.sample_url);
     println!(
-        "  rowfire backtest billing_ticket -f {} --days {} --now {now}",
-        made.definitions.display(),
+        "Control plane: {} (every rule live; its only destination is the Demo inbox)",
+        made.control_plane_url
+    );
+    println!(
+        "The worker polls the same {} days into the ledger:",
         demo::DEMO_DAYS
     );
+    let poller = made.poller(clock.clone());
+    for report in poller.poll_due().await? {
+        print!("{report}");
+    }
+    print_inbox(&made.store).await?;
+    println!();
+    println!("Look closer (inside {}):", dir.display());
+    println!("  rowfire status");
     println!(
-        "  rowfire explain declined_charge -f {} --now {now}",
-        made.definitions.display()
+        "  SAMPLE_DATABASE_URL={} rowfire backtest billing_ticket -f definitions.yaml --days {} --now {now}",
+        made.sample_url,
+        demo::DEMO_DAYS
     );
+    if once {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!();
+    println!("The worker keeps running; add activity from another terminal with:");
+    println!("  rowfire fixture simulate --into {}", made.sample_url);
+    println!("ctrl-c stops it.");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    poller
+        .run_until(stop_rx, |r| {
+            if r.fired > 0 {
+                print!("{r}")
+            }
+        })
+        .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+async fn print_inbox(store: &Store) -> Result<()> {
+    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+    let latest = rowfire::deliver::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
+    let deliveries = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, i64::MAX).await?;
+    tx.rollback().await?;
+    let sent = deliveries.iter().filter(|d| d.status == "sent").count();
+    println!("Demo inbox: {sent} message(s) delivered. The latest:");
+    for (action, recipient, body) in latest {
+        println!("  {action} to {}: {body}", recipient.unwrap_or_default());
+    }
+    Ok(())
 }
 
 async fn validate(file: &Path) -> Result<ExitCode> {

@@ -139,6 +139,17 @@ impl fmt::Display for PollReport {
     }
 }
 
+/// What one poll works on: its lease, the definitions in force, the trigger and its rules with
+/// their modes, and the run it records.
+#[derive(Clone, Copy)]
+struct Plan<'a> {
+    lease: &'a Lease,
+    defs: &'a crate::definitions::Definitions,
+    trigger: &'a crate::definitions::Trigger,
+    rules: &'a [(&'a crate::definitions::Rule, Mode)],
+    run_id: i64,
+}
+
 /// A poller: one worker's identity, its clock, and its connections.
 pub struct Poller {
     store: Store,
@@ -319,7 +330,18 @@ impl Poller {
             .source(&trigger.source)
             .expect("validated: every trigger's source exists");
         let result = self
-            .read_and_claim(lease, def, trigger, &rules, window, run_id, report)
+            .read_and_claim(
+                &Plan {
+                    lease,
+                    defs: &defs,
+                    trigger,
+                    rules: &rules,
+                    run_id,
+                },
+                def,
+                window,
+                report,
+            )
             .await;
         let counts = run::RunCounts {
             matched: report.matched,
@@ -338,17 +360,14 @@ impl Poller {
         result.map(|()| Some(window.until))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn read_and_claim(
         &self,
-        lease: &Lease,
+        plan: &Plan<'_>,
         def: &SourceDef,
-        trigger: &crate::definitions::Trigger,
-        rules: &[(&crate::definitions::Rule, Mode)],
         window: Window,
-        run_id: i64,
         report: &mut PollReport,
     ) -> Result<(), String> {
+        let (lease, trigger) = (plan.lease, plan.trigger);
         let source = self.source(&lease.workspace, def).await?;
         let query = source
             .check(&trigger.name, &trigger.sql)
@@ -364,7 +383,7 @@ impl Poller {
         while let Some(page) = reader.next_page().await.map_err(|e| e.to_string())? {
             // The source read is done for this page; only now open a control-plane transaction.
             let fired_rows = self
-                .claim_page(lease, trigger, rules, run_id, &page, report)
+                .claim_page(plan, &page, report)
                 .await
                 .map_err(|e| e.to_string())?;
             report.matched += page.len() as u64;
@@ -385,13 +404,17 @@ impl Poller {
     /// Claims one page for every rule; returns how many rows fired for at least one rule.
     async fn claim_page(
         &self,
-        lease: &Lease,
-        trigger: &crate::definitions::Trigger,
-        rules: &[(&crate::definitions::Rule, Mode)],
-        run_id: i64,
+        plan: &Plan<'_>,
         page: &[crate::row::Row],
         report: &mut PollReport,
     ) -> Result<usize, StoreError> {
+        let Plan {
+            lease,
+            defs,
+            trigger,
+            rules,
+            run_id,
+        } = *plan;
         let now = self.clock.now();
         let slices: Vec<std::ops::Range<usize>> = match self.style {
             ClaimStyle::Batched => std::iter::once(0..page.len()).collect(),
@@ -416,6 +439,23 @@ impl Poller {
                 report.rules[slot].already += claimed.already;
                 report.fired += claimed.fires.len() as u64;
                 fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
+                for (fire_id, i) in &claimed.fires {
+                    let row = &page[range.start + i];
+
+                    crate::deliver::enqueue(
+                        &mut tx,
+                        &lease.workspace,
+                        defs,
+                        rule,
+                        trigger,
+                        *mode,
+                        *fire_id,
+                        row,
+                        now,
+                    )
+                    .await
+                    .map_err(|e| self.store.error(e))?;
+                }
             }
             tx.commit().await.map_err(|e| self.store.error(e))?;
         }

@@ -38,6 +38,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0002_ledger.sql"),
         include_str!("../../migrations/sqlite/0002_ledger.sql"),
     ),
+    (
+        3,
+        "delivery",
+        include_str!("../../migrations/postgres/0003_delivery.sql"),
+        include_str!("../../migrations/sqlite/0003_delivery.sql"),
+    ),
 ];
 
 /// A value bound to a statement whose number of binds is known only at run time.

@@ -110,6 +110,7 @@ fn the_demo_prints_a_headline_for_every_sample_rule_without_a_server() {
             demo_dir.to_str().unwrap(),
             "--now",
             "2026-11-29T12:00:00Z",
+            "--once",
         ],
         &[],
     );
@@ -129,6 +130,43 @@ fn the_demo_prints_a_headline_for_every_sample_rule_without_a_server() {
         );
     }
     assert!(demo_dir.join("sample.db").exists() && demo_dir.join("definitions.yaml").exists());
+    // The worker polled the same window into the embedded control plane, and the ledger agrees
+    // with the backtest; every fire landed in the Demo inbox.
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("  billing_ticket live fired="))
+        .expect("a worker line for billing_ticket");
+    let headline = stdout
+        .lines()
+        .find(|l| l.starts_with("  billing_ticket: "))
+        .unwrap();
+    let fired = line
+        .split("fired=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    assert!(
+        headline.contains(&format!("→ {fired} fires")),
+        "{headline} vs {line}"
+    );
+    assert!(
+        stdout.contains("Demo inbox: 604 message(s) delivered"),
+        "{stdout}"
+    );
+    let status = rowfire(
+        &["status"],
+        &[(
+            "ROWFIRE_DATABASE_URL",
+            &format!("sqlite://{}", demo_dir.join("rowfire.db").display()),
+        )],
+    );
+    assert!(
+        text(&status).0.contains("billing_ticket"),
+        "{}",
+        text(&status).0
+    );
 
     // Its headline agrees with a full backtest of the same rule.
     let url = format!("sqlite://{}", demo_dir.join("sample.db").display());
@@ -284,7 +322,7 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     assert!(
         text(&list)
             .1
-            .contains("not migrated (schema 0 of 2); run `rowfire migrate`"),
+            .contains("not migrated (schema 0 of 3); run `rowfire migrate`"),
         "{}",
         text(&list).1
     );

@@ -23,14 +23,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 2,
+                want: 3,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 2);
+    assert_eq!(store.migrate().await.unwrap(), 3);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

@@ -383,3 +383,138 @@ on_both_engines!(
     promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow_,
     promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow
 );
+
+async fn deliveries(w: &World) -> Vec<rowfire::deliver::Delivery> {
+    let mut tx = w.store.begin(WS).await.unwrap();
+    let all = rowfire::deliver::list(&mut tx, WS, i64::MAX).await.unwrap();
+    tx.rollback().await.unwrap();
+    all
+}
+
+async fn every_fire_is_written_with_its_deliveries_shadow_ones_suppressed(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.poll().await;
+    let fires = w.fires("billing_ticket").await;
+    let ds: Vec<_> = deliveries(&w)
+        .await
+        .into_iter()
+        .filter(|d| d.rule == "billing_ticket")
+        .collect();
+    assert_eq!(
+        ds.len(),
+        fires.len(),
+        "one delivery per binding of every fire"
+    );
+    assert!(ds.iter().all(|d| d.status == "suppressed"
+        && d.reason.as_deref() == Some("shadow")
+        && d.mode == "shadow"));
+    let fire_ids: BTreeSet<i64> = fires.iter().map(|f| f.id).collect();
+    assert_eq!(
+        ds.iter().map(|d| d.fire_id).collect::<BTreeSet<_>>(),
+        fire_ids
+    );
+}
+on_both_engines!(
+    every_fire_is_written_with_its_deliveries_shadow_ones_suppressed_,
+    every_fire_is_written_with_its_deliveries_shadow_ones_suppressed
+);
+
+async fn a_live_rule_delivers_rendered_requests_to_the_demo_inbox(url: &str) {
+    let w = World::new(url, SAMPLE_DEFINITIONS).await;
+    rules::set_mode(&w.store, WS, "billing_ticket", Mode::Live, w.clock.now())
+        .await
+        .unwrap();
+    w.clock.advance(SignedDuration::from_mins(1));
+    insert_declines(
+        &w.sample.url,
+        w.clock.now() - SignedDuration::from_secs(20),
+        &["acct_009"],
+    )
+    .await;
+    w.clock.advance(SignedDuration::from_mins(1));
+    w.poll().await;
+    let ds: Vec<_> = deliveries(&w)
+        .await
+        .into_iter()
+        .filter(|d| d.rule == "billing_ticket")
+        .collect();
+    assert_eq!(ds.len(), 1);
+    let d = &ds[0];
+    assert_eq!(
+        (d.status.as_str(), d.mode.as_str(), d.action.as_str()),
+        ("sent", "live", "inbox.ticket")
+    );
+    let body: serde_json::Value = serde_json::from_str(d.body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        body["subject"],
+        "Card declined for O'Brien & Sons \"Quality\" Ltd"
+    );
+    assert_eq!(
+        body["priority"], "normal",
+        "an unbound parameter takes its default"
+    );
+    assert!(body["requester"].as_str().unwrap().starts_with("owner@"));
+    let mut tx = w.store.begin(WS).await.unwrap();
+    let inbox = rowfire::deliver::inbox(&mut tx, WS, 10).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].0, "ticket");
+}
+on_both_engines!(
+    a_live_rule_delivers_rendered_requests_to_the_demo_inbox_,
+    a_live_rule_delivers_rendered_requests_to_the_demo_inbox
+);
+
+async fn a_template_naming_a_missing_column_fails_that_delivery_with_the_name(url: &str) {
+    let broken = SAMPLE_DEFINITIONS.replace(
+        "Card declined for {{ account_name }}",
+        "Card declined for {{ customer_name }}",
+    );
+    let w = World::new(url, &broken).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.poll().await;
+    let ds: Vec<_> = deliveries(&w)
+        .await
+        .into_iter()
+        .filter(|d| d.rule == "billing_ticket")
+        .collect();
+    assert!(!ds.is_empty());
+    for d in &ds {
+        assert_eq!(d.status, "failed");
+        assert!(
+            d.reason.as_deref().unwrap().contains("customer_name"),
+            "{:?}",
+            d.reason
+        );
+        assert_eq!(d.body, None, "nothing is rendered with a hole in it");
+    }
+    let others = deliveries(&w)
+        .await
+        .into_iter()
+        .filter(|d| d.rule == "billing_heads_up")
+        .all(|d| d.status == "suppressed");
+    assert!(others, "other rules are untouched");
+}
+on_both_engines!(
+    a_template_naming_a_missing_column_fails_that_delivery_with_the_name_,
+    a_template_naming_a_missing_column_fails_that_delivery_with_the_name
+);
+
+#[tokio::test]
+async fn simulated_activity_fires_on_the_next_poll() {
+    let cp = TestSqlite::new();
+    let w = World::new(&cp.url, SAMPLE_DEFINITIONS).await;
+    w.poll().await;
+    let later = w.clock.now() + SignedDuration::from_mins(2);
+    rowfire::fixture::simulate(&w.sample.url, later, 4)
+        .await
+        .unwrap();
+    w.clock.set(later + SignedDuration::from_secs(1));
+    let reports = w.poll().await;
+    assert!(
+        report(&reports, "declined_charge").matched >= 4,
+        "{reports:?}"
+    );
+    assert!(report(&reports, "detractor").matched >= 1);
+}

@@ -1,0 +1,241 @@
+//! Deliveries (the `delivery` and `inbox_message` tables): one rendered request per binding of a
+//! fire, written in the fire's own transaction. Shadow deliveries are recorded as suppressed;
+//! live ones to the Demo inbox complete in-process; every other live delivery waits in the queue
+//! for a sender.
+
+pub mod catalog;
+
+use jiff::Timestamp;
+use sqlx::Row as _;
+
+use crate::definitions::{Binding, Definitions, Rule, Trigger};
+use crate::row::Row;
+use crate::rules::Mode;
+use crate::store::{DbTime, StoreTx, execute, fetch_all};
+use crate::template::{self, TemplateError};
+
+/// The base URL of the built-in Demo inbox.
+pub const INBOX_URL: &str = "inbox://demo";
+
+/// A request rendered from a binding and a row, ready to store and (later) to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Who receives it.
+    pub recipient: String,
+    /// HTTP method.
+    pub method: String,
+    /// Full URL.
+    pub url: String,
+    /// Headers, rendered (never credentials: those are added at the moment of sending).
+    pub headers: serde_json::Value,
+    /// The body, rendered.
+    pub body: serde_json::Value,
+}
+
+/// What a fire looks like to a template: every column, plus `row`, `rule`, `trigger`,
+/// `entity_id` (the key), `event_time` (RFC 3339) and `fired_at`.
+pub fn context(
+    row: &Row,
+    rule: &Rule,
+    trigger: &Trigger,
+    fired_at: Timestamp,
+) -> serde_json::Value {
+    let row_json = row.to_json();
+    let mut ctx = match &row_json {
+        serde_json::Value::Object(m) => m.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let key: Vec<String> = trigger
+        .key
+        .iter()
+        .map(|k| row.get(k).map(|v| v.to_string()).unwrap_or_default())
+        .collect();
+    ctx.insert("row".into(), row_json);
+    ctx.insert("rule".into(), rule.name.clone().into());
+    ctx.insert("trigger".into(), trigger.name.clone().into());
+    ctx.insert("entity_id".into(), key.join("/").into());
+    ctx.insert(
+        "event_time".into(),
+        row.clock.map(|c| c.to_string()).unwrap_or_default().into(),
+    );
+    ctx.insert("fired_at".into(), fired_at.to_string().into());
+    serde_json::Value::Object(ctx)
+}
+
+/// Renders one binding against a fire's context.
+pub fn render(
+    defs: &Definitions,
+    binding: &Binding,
+    ctx: &serde_json::Value,
+) -> Result<Request, TemplateError> {
+    let integration = defs
+        .integration(&binding.integration)
+        .expect("validated: bindings name defined integrations");
+    let action = &integration.spec.actions[&binding.action];
+    let mut params = serde_json::Map::new();
+    for (name, declared) in &action.params {
+        let value = match binding.params.get(name) {
+            Some(t) => template::render(t, ctx)?,
+            None => declared.default.clone().unwrap_or(serde_json::Value::Null),
+        };
+        params.insert(name.clone(), value);
+    }
+    let recipient = match &binding.recipient {
+        Some(t) => match template::render_str(t, ctx)? {
+            serde_json::Value::String(s) => s,
+            other => other.to_string(),
+        },
+        None => ctx["entity_id"].as_str().unwrap_or_default().to_string(),
+    };
+    let mut full = ctx.clone();
+    full["params"] = serde_json::Value::Object(params);
+    full["recipient"] = recipient.clone().into();
+    let path = match template::render_str(&action.path, &full)? {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    };
+    let headers = serde_json::to_value(&action.headers).unwrap_or_default();
+    Ok(Request {
+        recipient,
+        method: action.method.clone(),
+        url: format!(
+            "{}{}",
+            integration.spec.base_url.trim_end_matches('/'),
+            path
+        ),
+        headers: template::render(&headers, &full)?,
+        body: template::render(&action.body, &full)?,
+    })
+}
+
+/// Writes the deliveries of one new fire inside the claim's transaction. Returns how many were
+/// written.
+#[allow(clippy::too_many_arguments)]
+pub async fn enqueue(
+    tx: &mut StoreTx,
+    workspace: &str,
+    defs: &Definitions,
+    rule: &Rule,
+    trigger: &Trigger,
+    mode: Mode,
+    fire_id: i64,
+    row: &Row,
+    now: Timestamp,
+) -> Result<usize, sqlx::Error> {
+    let ctx = context(row, rule, trigger, now);
+    for (index, binding) in rule.actions.iter().enumerate() {
+        let rendered = render(defs, binding, &ctx);
+        let in_process = defs
+            .integration(&binding.integration)
+            .is_some_and(|i| i.spec.base_url == INBOX_URL);
+        let (status, reason, sent_at) = match (&rendered, mode) {
+            (Err(e), _) => ("failed", Some(e.to_string()), None),
+            (Ok(_), Mode::Shadow) => ("suppressed", Some("shadow".to_string()), None),
+            (Ok(_), Mode::Live) if in_process => ("sent", None, Some(DbTime(now))),
+            (Ok(_), Mode::Live) => ("pending", None, None),
+        };
+        let request = rendered.as_ref().ok();
+        let id = fetch_all!(
+            &mut *tx,
+            "INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, recipient, method, url, headers, body,
+                                   status, reason, due_at, created_at, sent_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16) RETURNING id",
+            [
+                workspace,
+                fire_id,
+                &rule.name,
+                mode.to_string(),
+                index as i64,
+                &binding.integration,
+                &binding.action,
+                request.map(|r| r.recipient.clone()),
+                request.map(|r| r.method.clone()),
+                request.map(|r| r.url.clone()),
+                request.map(|r| r.headers.to_string()),
+                request.map(|r| r.body.to_string()),
+                status,
+                reason,
+                DbTime(now),
+                sent_at
+            ],
+            |r| r.try_get::<i64, _>(0)
+        )?[0];
+        if let (Some(request), "sent") = (request, status) {
+            execute!(
+                &mut *tx,
+                "INSERT INTO inbox_message (workspace_id, delivery_id, action, recipient, body, received_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                [
+                    workspace,
+                    id,
+                    &binding.action,
+                    &request.recipient,
+                    request.body.to_string(),
+                    DbTime(now)
+                ]
+            )?;
+        }
+    }
+    Ok(rule.actions.len())
+}
+
+/// One delivery as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its id (the idempotency key).
+    pub id: i64,
+    /// The fire it belongs to.
+    pub fire_id: i64,
+    /// The rule.
+    pub rule: String,
+    /// shadow or live.
+    pub mode: String,
+    /// `integration.action`.
+    pub action: String,
+    /// Who receives it.
+    pub recipient: Option<String>,
+    /// Its state.
+    pub status: String,
+    /// Why it is in that state.
+    pub reason: Option<String>,
+    /// The rendered body.
+    pub body: Option<String>,
+}
+
+/// Deliveries of a workspace, newest first.
+pub async fn list(
+    tx: &mut StoreTx,
+    workspace: &str,
+    limit: i64,
+) -> Result<Vec<Delivery>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body FROM delivery
+         WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2",
+        [workspace, limit],
+        |r| Ok(Delivery {
+            id: r.try_get(0)?,
+            fire_id: r.try_get(1)?,
+            rule: r.try_get(2)?,
+            mode: r.try_get(3)?,
+            action: format!("{}.{}", r.try_get::<String, _>(4)?, r.try_get::<String, _>(5)?),
+            recipient: r.try_get(6)?,
+            status: r.try_get(7)?,
+            reason: r.try_get(8)?,
+            body: r.try_get(9)?,
+        })
+    )
+}
+
+/// The Demo inbox: messages delivered to `inbox://demo`, newest first.
+pub async fn inbox(
+    tx: &mut StoreTx,
+    workspace: &str,
+    limit: i64,
+) -> Result<Vec<(String, Option<String>, String)>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT action, recipient, body FROM inbox_message WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2",
+        [workspace, limit],
+        |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+    )
+}
