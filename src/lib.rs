@@ -13,6 +13,8 @@ pub mod definitions;
 pub mod deliver;
 /// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
+/// `why RULE KEY`: a key's fires and the fate of its recent rows.
+pub mod explanation;
 /// The deterministic sample B2B SaaS database.
 pub mod fixture;
 /// The fire ledger: exactly-once claims.

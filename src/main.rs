@@ -168,6 +168,19 @@ enum Command {
         #[arg(long)]
         days: u32,
     },
+    /// Explain a key: its fires (buckets, modes, polls) and, for its recent rows that did not
+    /// fire, which earlier fire took their bucket.
+    ///
+    /// Example: rowfire why billing_ticket acct_012 --days 30
+    Why {
+        /// The rule.
+        rule: String,
+        /// The key: a value, or a JSON array for a key of several columns.
+        key: String,
+        /// Days of rows to look at.
+        #[arg(long, default_value_t = 30)]
+        days: u32,
+    },
     /// Resume a halted workspace; rows that arrived meanwhile are evaluated.
     ///
     /// Example: rowfire resume
@@ -321,6 +334,30 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let store = Store::from_env().await?;
             store.migrate().await?;
             worker(store, once, concurrency.max(1)).await
+        }
+        Command::Why { rule, key, days } => {
+            let store = open_store().await?;
+            let Some((_, defs)) = versions::in_force(&store, DEFAULT_WORKSPACE).await? else {
+                bail!(
+                    "nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`"
+                );
+            };
+            let explained = rowfire::explanation::why(
+                &store,
+                DEFAULT_WORKSPACE,
+                &defs,
+                rowfire::explanation::Question {
+                    rule: &rule,
+                    key: &key,
+                    days,
+                    now: Timestamp::now(),
+                },
+                &poll::env_dsn(),
+            )
+            .await
+            .map_err(|e| anyhow!(e))?;
+            print!("{explained}");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Rewind { trigger, days } => {
             let store = open_store().await?;

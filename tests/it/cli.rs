@@ -366,3 +366,50 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
             .contains("workspace default: running")
     );
 }
+
+#[tokio::test]
+async fn the_worker_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let db = TestSqlite::new();
+    sample_source(&db.url, 100).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cp = format!("sqlite://{}", dir.path().join("rowfire.db").display());
+    let env = [
+        ("ROWFIRE_DATABASE_URL", cp.as_str()),
+        ("SAMPLE_DATABASE_URL", db.url.as_str()),
+    ];
+    assert!(
+        rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env)
+            .status
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rowfire"))
+        .arg("worker")
+        .envs(env)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("worker running") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the worker exited before running"
+        );
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(status.success(), "{status:?} {rest}");
+    assert!(
+        rest.contains("stopping: finishing the polls in progress"),
+        "{rest}"
+    );
+}

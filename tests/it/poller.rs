@@ -518,3 +518,90 @@ async fn simulated_activity_fires_on_the_next_poll() {
     );
     assert!(report(&reports, "detractor").matched >= 1);
 }
+
+#[tokio::test]
+async fn why_shows_which_fire_took_the_bucket_of_rows_that_did_not_fire() {
+    let cp = TestSqlite::new();
+    let w = World::new(&cp.url, SAMPLE_DEFINITIONS).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    w.poll().await;
+    let defs = definitions::parse(SAMPLE_DEFINITIONS).unwrap();
+    let url = w.sample.url.clone();
+    let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
+    let q = rowfire::explanation::Question {
+        rule: "billing_ticket",
+        key: rowfire::fixture::planted::STORMY_ACCOUNT,
+        days: 120,
+        now: w.clock.now(),
+    };
+    let e = rowfire::explanation::why(&w.store, WS, &defs, q, &dsn)
+        .await
+        .unwrap();
+    assert_eq!(e.key, "[\"acct_013\"]");
+    assert_eq!(
+        e.fires.len(),
+        1,
+        "nine declines in one week make one weekly fire"
+    );
+    assert_eq!(e.rows.len(), 9);
+    let text = e.to_string();
+    assert_eq!(text.matches(" fired (fire #").count(), 1, "{text}");
+    assert_eq!(text.matches("did not fire: bucket").count(), 8, "{text}");
+    assert!(
+        text.contains(&format!("was taken by fire #{}", e.fires[0].id)),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_poll_keeps_its_watermark_and_the_next_poll_recovers_the_window() {
+    let cp = TestSqlite::new();
+    let w = World::new(&cp.url, SAMPLE_DEFINITIONS).await;
+    w.poll().await;
+    w.clock.advance(SignedDuration::from_mins(2));
+    insert_declines(
+        &w.sample.url,
+        w.clock.now() - SignedDuration::from_secs(30),
+        &["acct_300"],
+    )
+    .await;
+    let before = now();
+    let broken = Poller::new(
+        w.store.clone(),
+        "broken",
+        w.clock.clone(),
+        Arc::new(|_| None),
+    );
+    let failed = broken.poll_due().await.unwrap();
+    let r = report(&failed, "declined_charge");
+    assert!(
+        matches!(&r.status, PollStatus::Failed(why) if why.contains("SAMPLE_DATABASE_URL is not set")),
+        "{r}"
+    );
+    let state = poll::list(&w.store, WS).await.unwrap();
+    let s = state
+        .iter()
+        .find(|s| s.trigger == "declined_charge")
+        .unwrap();
+    assert_eq!(s.watermark, before, "a failed poll does not advance");
+    assert!(
+        s.last_error
+            .as_deref()
+            .unwrap()
+            .contains("SAMPLE_DATABASE_URL")
+    );
+
+    w.clock.advance(poll::RETRY_AFTER_FAILURE);
+    let recovered = w.poll().await;
+    let r = report(&recovered, "declined_charge");
+    assert_eq!((r.matched, r.status.clone()), (1, PollStatus::Ok), "{r}");
+    let state = poll::list(&w.store, WS).await.unwrap();
+    assert_eq!(
+        state
+            .iter()
+            .find(|s| s.trigger == "declined_charge")
+            .unwrap()
+            .last_error,
+        None
+    );
+}

@@ -1,0 +1,257 @@
+//! `rowfire why RULE KEY`: which fires a key has, in which buckets and modes, from which poll;
+//! and for each recent row of that key that did not fire, which earlier fire took its bucket.
+
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use sqlx::Row as _;
+
+use crate::cadence::{self, Placement};
+use crate::definitions::{DEFAULT_SOURCE, Definitions};
+use crate::ledger::{self, Fire};
+use crate::poll::DsnResolver;
+use crate::source::Source;
+use crate::sql_guard::{Shape, Window};
+use crate::store::{Store, fetch_all};
+
+/// What the ledger and the source say about one key of one rule.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    /// The rule.
+    pub rule: String,
+    /// The key as stored (its encoding).
+    pub key: String,
+    /// Its fires, oldest first.
+    pub fires: Vec<Fire>,
+    /// `once_per_n`: occurrences counted per mode.
+    pub occurrences: Vec<(String, i64)>,
+    /// Recent rows of this key and what became of each.
+    pub rows: Vec<RowFate>,
+    /// Why the rows could not be read, if they could not.
+    pub rows_unavailable: Option<String>,
+    /// Days of rows looked at.
+    pub days: u32,
+}
+
+/// One recent row of the key.
+#[derive(Debug, Clone)]
+pub struct RowFate {
+    /// Its clock.
+    pub clock: Timestamp,
+    /// Its bucket, when the cadence has one per row.
+    pub bucket: Option<String>,
+    /// The fire for that bucket, if any.
+    pub fire: Option<Fire>,
+}
+
+/// The stored encodings a key typed on the command line may have: as given when it is already a
+/// JSON array, else as one text value and, when it looks like a number, as one number.
+pub fn key_candidates(typed: &str) -> Vec<String> {
+    let t = typed.trim();
+    if t.starts_with('[') {
+        return vec![t.to_string()];
+    }
+    let mut out = vec![serde_json::Value::Array(vec![t.into()]).to_string()];
+    if t.parse::<i64>().is_ok() || t.parse::<f64>().is_ok() {
+        out.push(format!("[{t}]"));
+    }
+    out
+}
+
+/// What `why` is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    /// The rule.
+    pub rule: &'a str,
+    /// The key as typed.
+    pub key: &'a str,
+    /// Days of rows to look at, back from `now`.
+    pub days: u32,
+    /// The end of the rows' window.
+    pub now: Timestamp,
+}
+
+/// Explains a key of a rule, reading fires from the ledger and recent rows from the trigger's
+/// source.
+pub async fn why(
+    store: &Store,
+    workspace: &str,
+    defs: &Definitions,
+    q: Question<'_>,
+    dsn: &DsnResolver,
+) -> Result<Explanation, String> {
+    let Question {
+        rule: rule_name,
+        key: typed_key,
+        days,
+        now,
+    } = q;
+    let (rule, trigger) = defs
+        .rule_and_trigger(rule_name)
+        .map_err(|e| e.to_string())?;
+    let mut tx = store.begin(workspace).await.map_err(|e| e.to_string())?;
+    let mut fires = Vec::new();
+    let mut key = key_candidates(typed_key)[0].clone();
+    for candidate in key_candidates(typed_key) {
+        let found = ledger::fires(&mut tx, workspace, rule_name, Some(&candidate))
+            .await
+            .map_err(|e| e.to_string())?;
+        if !found.is_empty() {
+            key = candidate;
+            fires = found;
+            break;
+        }
+    }
+    let occurrences = fetch_all!(
+        &mut tx,
+        "SELECT mode, count FROM occurrence_count WHERE workspace_id = $1 AND rule_name = $2 AND dedup_key = $3 ORDER BY mode",
+        [workspace, rule_name, &key],
+        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?))
+    )
+    .map_err(|e| e.to_string())?;
+    tx.rollback().await.map_err(|e| e.to_string())?;
+
+    let mut explanation = Explanation {
+        rule: rule.name.clone(),
+        key: key.clone(),
+        fires,
+        occurrences,
+        rows: Vec::new(),
+        rows_unavailable: None,
+        days,
+    };
+    let def = defs
+        .source(&trigger.source)
+        .or_else(|| defs.source(DEFAULT_SOURCE))
+        .expect("validated");
+    let Some(url) = dsn(def) else {
+        explanation.rows_unavailable = Some(format!(
+            "{} is not set, so the source's rows were not read",
+            def.dsn_env
+        ));
+        return Ok(explanation);
+    };
+    let read = async {
+        let source = Source::connect(def, &url)
+            .await
+            .map_err(|e| e.to_string())?;
+        let query = source
+            .check(&trigger.name, &trigger.sql)
+            .map_err(|e| e.to_string())?;
+        let shape = Shape {
+            clock: &trigger.event_time,
+            key: &trigger.key,
+        };
+        let window = Window {
+            since: now - SignedDuration::from_hours(24 * i64::from(days)),
+            until: now,
+        };
+        let mut reader = source
+            .read_window(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut rows = Vec::new();
+        while let Some(page) = reader.next_page().await.map_err(|e| e.to_string())? {
+            for row in page {
+                if cadence::dedup_key(&row, &trigger.key).ok().as_deref() != Some(key.as_str()) {
+                    continue;
+                }
+                let Some(clock) = row.clock else { continue };
+                let bucket = match rule.cadence.place(clock, &row) {
+                    Ok(Placement::Bucket(b)) => Some(b),
+                    _ => None,
+                };
+                rows.push((clock, bucket));
+            }
+        }
+        reader.finish().await;
+        Ok::<_, String>(rows)
+    };
+    match read.await {
+        Ok(rows) => {
+            explanation.rows = rows
+                .into_iter()
+                .map(|(clock, bucket)| {
+                    let fire = bucket
+                        .as_ref()
+                        .and_then(|b| explanation.fires.iter().find(|f| &f.bucket == b).cloned());
+                    RowFate {
+                        clock,
+                        bucket,
+                        fire,
+                    }
+                })
+                .collect();
+        }
+        Err(e) => explanation.rows_unavailable = Some(e),
+    }
+    Ok(explanation)
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} for key {}:", self.rule, self.key)?;
+        if self.fires.is_empty() {
+            writeln!(f, "  no fires")?;
+        }
+        for fire in &self.fires {
+            let bucket = if fire.bucket.is_empty() {
+                "''"
+            } else {
+                &fire.bucket
+            };
+            writeln!(
+                f,
+                "  fire #{} {:<6} bucket {bucket:<12} row clock {}  claimed by poll #{} at {}",
+                fire.id, fire.mode, fire.clock, fire.run_id, fire.fired_at
+            )?;
+        }
+        for (mode, count) in &self.occurrences {
+            writeln!(f, "  {count} occurrence(s) counted in {mode}")?;
+        }
+        match &self.rows_unavailable {
+            Some(why) => writeln!(f, "rows: not read ({why})")?,
+            None => {
+                writeln!(
+                    f,
+                    "rows of this key in the last {} days: {}",
+                    self.days,
+                    self.rows.len()
+                )?;
+                for row in &self.rows {
+                    match (&row.bucket, &row.fire) {
+                        (Some(_), Some(fire)) if fire.clock == row.clock => {
+                            writeln!(f, "  {}  fired (fire #{})", row.clock, fire.id)?
+                        }
+                        (Some(b), Some(fire)) => writeln!(
+                            f,
+                            "  {}  did not fire: bucket {b} was taken by fire #{} (row clock {})",
+                            row.clock, fire.id, fire.clock
+                        )?,
+                        (Some(b), None) => writeln!(
+                            f,
+                            "  {}  not fired yet: bucket {b} is free (not polled yet, or the rule was added later)",
+                            row.clock
+                        )?,
+                        (None, _) => writeln!(
+                            f,
+                            "  {}  counted as an occurrence; only every nth fires",
+                            row.clock
+                        )?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_typed_key_is_tried_as_text_and_as_a_number() {
+        assert_eq!(super::key_candidates("acct_012"), vec![r#"["acct_012"]"#]);
+        assert_eq!(super::key_candidates("42"), vec![r#"["42"]"#, "[42]"]);
+        assert_eq!(super::key_candidates(r#"["a","b"]"#), vec![r#"["a","b"]"#]);
+    }
+}
