@@ -1,4 +1,5 @@
 use super::*;
+use crate::cadence::Period;
 
 const GOOD: &str = r#"
 version: 2

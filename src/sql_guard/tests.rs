@@ -1,0 +1,397 @@
+use super::*;
+
+fn refuse(sql: &str, dialect: Dialect) -> GuardError {
+    check(sql, dialect).expect_err(sql)
+}
+
+fn accept(sql: &str, dialect: Dialect) -> CheckedQuery {
+    check(sql, dialect).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+const BOTH: [Dialect; 2] = [Dialect::Postgres, Dialect::Sqlite];
+
+#[test]
+fn empty_input_is_refused() {
+    for d in BOTH {
+        for sql in ["", "   ", "-- just a comment", ";"] {
+            assert_eq!(refuse(sql, d), GuardError::Empty, "{sql:?}");
+        }
+    }
+}
+
+#[test]
+fn more_than_one_statement_is_refused() {
+    for d in BOTH {
+        assert_eq!(
+            refuse("SELECT 1; SELECT 2", d),
+            GuardError::MultipleStatements(2)
+        );
+        assert_eq!(
+            refuse("SELECT 1; DELETE FROM t", d),
+            GuardError::MultipleStatements(2)
+        );
+    }
+}
+
+#[test]
+fn statements_that_are_not_queries_are_refused() {
+    let cases = [
+        ("INSERT INTO t VALUES (1)", "INSERT"),
+        ("UPDATE t SET a = 1", "UPDATE"),
+        ("DELETE FROM t", "DELETE"),
+        ("CREATE TABLE x (a int)", "CREATE TABLE"),
+        ("DROP TABLE t", "DROP TABLE"),
+        ("ALTER TABLE t ADD COLUMN b int", "ALTER TABLE"),
+        ("CREATE INDEX i ON t (a)", "CREATE INDEX"),
+    ];
+    for d in BOTH {
+        for (sql, kind) in cases {
+            assert_eq!(refuse(sql, d), GuardError::NotAQuery(kind.into()), "{sql}");
+        }
+    }
+    for sql in [
+        "TRUNCATE t",
+        "GRANT SELECT ON t TO bob",
+        "SET search_path = x",
+        "BEGIN",
+        "COPY t TO STDOUT",
+        "VACUUM",
+    ] {
+        assert!(
+            matches!(
+                refuse(sql, Dialect::Postgres),
+                GuardError::NotAQuery(_) | GuardError::Parse { .. }
+            ),
+            "{sql}"
+        );
+    }
+    for sql in [
+        "PRAGMA writable_schema = 1",
+        "ATTACH DATABASE 'x.db' AS x",
+        "VACUUM",
+    ] {
+        assert!(
+            matches!(
+                refuse(sql, Dialect::Sqlite),
+                GuardError::NotAQuery(_) | GuardError::Parse { .. }
+            ),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn data_modifying_statements_inside_a_cte_are_refused() {
+    let cases = [
+        (
+            "WITH d AS (DELETE FROM t RETURNING id) SELECT * FROM d",
+            "DELETE",
+        ),
+        (
+            "WITH i AS (INSERT INTO t (a) VALUES (1) RETURNING a) SELECT * FROM i",
+            "INSERT",
+        ),
+        (
+            "WITH u AS (UPDATE t SET a = 2 RETURNING a) SELECT * FROM u",
+            "UPDATE",
+        ),
+        (
+            "SELECT * FROM (WITH d AS (DELETE FROM t RETURNING id) SELECT id FROM d) AS x",
+            "DELETE",
+        ),
+    ];
+    for (sql, kind) in cases {
+        assert_eq!(
+            refuse(sql, Dialect::Postgres),
+            GuardError::NestedStatement(kind.into()),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn select_into_is_refused() {
+    for d in BOTH {
+        assert_eq!(
+            refuse("SELECT a INTO new_table FROM t", d),
+            GuardError::SelectInto
+        );
+    }
+}
+
+#[test]
+fn locking_clauses_are_refused_anywhere() {
+    for sql in [
+        "SELECT * FROM t FOR UPDATE",
+        "SELECT * FROM t FOR SHARE",
+        "SELECT * FROM t FOR UPDATE SKIP LOCKED",
+        "SELECT * FROM (SELECT * FROM t FOR UPDATE) AS x",
+    ] {
+        assert!(
+            matches!(refuse(sql, Dialect::Postgres), GuardError::Locking(_)),
+            "{sql}"
+        );
+    }
+}
+
+#[test]
+fn placeholders_other_than_since_and_until_are_refused() {
+    assert_eq!(
+        refuse("SELECT * FROM t WHERE a > :other", Dialect::Postgres),
+        GuardError::Placeholder(":other".into())
+    );
+    assert_eq!(
+        refuse("SELECT * FROM t WHERE a > $1", Dialect::Postgres),
+        GuardError::Placeholder("$1".into())
+    );
+    assert_eq!(
+        refuse("SELECT * FROM t WHERE a > ?", Dialect::Sqlite),
+        GuardError::Placeholder("?".into())
+    );
+}
+
+#[test]
+fn functions_that_act_outside_the_query_are_refused() {
+    for (sql, name) in [
+        (
+            "SELECT dblink_exec('host=x', 'DELETE FROM t')",
+            "dblink_exec",
+        ),
+        (
+            "SELECT * FROM t WHERE pg_advisory_lock(1) IS NOT NULL",
+            "pg_advisory_lock",
+        ),
+        (
+            "SELECT pg_catalog.pg_terminate_backend(pid) FROM pg_stat_activity",
+            "pg_terminate_backend",
+        ),
+        ("SELECT set_config('role', 'admin', false)", "set_config"),
+        ("SELECT lo_export(1, '/tmp/x')", "lo_export"),
+        (
+            "WITH x AS (SELECT pg_notify('c', 'm')) SELECT * FROM x",
+            "pg_notify",
+        ),
+    ] {
+        assert_eq!(
+            refuse(sql, Dialect::Postgres),
+            GuardError::Function(name.into()),
+            "{sql}"
+        );
+    }
+    assert_eq!(
+        refuse("SELECT load_extension('x.so')", Dialect::Sqlite),
+        GuardError::Function("load_extension".into())
+    );
+    accept(
+        "SELECT pg_sleep(0), now(), lower(name), lo FROM t",
+        Dialect::Postgres,
+    );
+}
+
+#[test]
+fn a_very_long_or_chain_is_checked_without_overflowing_the_stack() {
+    let terms = vec!["a = 1"; 20_000].join(" OR ");
+    let q = accept(
+        &format!("SELECT a, at FROM t WHERE {terms}"),
+        Dialect::Postgres,
+    );
+    assert!(
+        q.page_sql(
+            Shape {
+                clock: "at",
+                key: &["a".into()]
+            },
+            window(),
+            Slice::Between {
+                after: None,
+                upto: None
+            },
+            Placeholders::Numbered
+        )
+        .sql
+        .len()
+            > 100_000
+    );
+    let too_long = format!("SELECT 1 WHERE {}", vec!["a = 1"; 60_000].join(" OR "));
+    assert!(matches!(
+        refuse(&too_long, Dialect::Postgres),
+        GuardError::TooLong(_)
+    ));
+}
+
+#[test]
+fn garbage_is_a_parse_error_with_the_dialect() {
+    let err = refuse("SELEKT * FROM", Dialect::Postgres);
+    assert!(
+        matches!(
+            err,
+            GuardError::Parse {
+                dialect: Dialect::Postgres,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn read_only_queries_of_every_shape_are_accepted() {
+    let cases = [
+        "SELECT a.id, b.total FROM accounts a JOIN bills b ON b.account_id = a.id LEFT JOIN plans p ON p.id = a.plan_id",
+        "SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE u.x > 1) AND EXISTS (SELECT 1 FROM v)",
+        "WITH recent AS (SELECT * FROM t WHERE x > 1), top AS (SELECT * FROM recent) SELECT * FROM top",
+        "SELECT id, row_number() OVER (PARTITION BY account_id ORDER BY created_at) AS n FROM t",
+        "SELECT id, coalesce(upper(name), lower(other)), length(name) FROM t",
+        "SELECT a FROM t UNION SELECT a FROM u",
+        "SELECT a FROM t UNION ALL SELECT a FROM u",
+        "SELECT a FROM t INTERSECT SELECT a FROM u",
+        "SELECT a FROM t EXCEPT SELECT a FROM u",
+        "VALUES (1, 'a'), (2, 'b')",
+        "SELECT * FROM t WHERE name LIKE '%100%' AND note = 'it''s'",
+    ];
+    for d in BOTH {
+        for sql in cases {
+            accept(sql, d);
+        }
+    }
+    accept(
+        "SELECT date_trunc('week', created_at)::date AS wk, now() - interval '1 day' FROM t",
+        Dialect::Postgres,
+    );
+}
+
+#[test]
+fn since_and_until_placeholders_are_found_by_the_parser_not_by_text() {
+    let q = accept(
+        "SELECT * FROM t WHERE created_at >= :since AND created_at < :until",
+        Dialect::Postgres,
+    );
+    assert!(q.names_window());
+    let q = accept(
+        "SELECT ':since' AS label, created_at FROM t",
+        Dialect::Postgres,
+    );
+    assert!(!q.names_window(), "a string literal is not a placeholder");
+    let q = accept(
+        "SELECT created_at AS since_at FROM t -- :since in a comment",
+        Dialect::Sqlite,
+    );
+    assert!(!q.names_window());
+}
+
+fn window() -> Window {
+    Window {
+        since: "2026-11-01T00:00:00Z".parse().unwrap(),
+        until: "2026-11-29T00:00:00Z".parse().unwrap(),
+    }
+}
+
+#[test]
+fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
+    let q = accept(
+        "select id, created_at from t   where kind = 'x' -- note",
+        Dialect::Postgres,
+    );
+    let key = vec!["id".to_string()];
+    let shape = Shape {
+        clock: "created_at",
+        key: &key,
+    };
+    let probe = Slice::Boundary {
+        after: None,
+        offset: 99,
+    };
+    let r = q.page_sql(shape, window(), probe, Placeholders::Numbered);
+    assert_eq!(
+        r.sql,
+        "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t \
+         WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL \
+         ORDER BY t.\"created_at\", t.\"id\" LIMIT 1 OFFSET 99"
+    );
+    assert_eq!(
+        r.binds,
+        vec![Bind::Instant(window().since), Bind::Instant(window().until)]
+    );
+}
+
+#[test]
+fn pages_are_bounded_by_keys_so_sql_decides_ties() {
+    let q = accept("SELECT id, created_at FROM t", Dialect::Postgres);
+    let key = vec!["id".to_string()];
+    let ks = Keyset {
+        clock: Value::Timestamp("2026-11-02T00:00:00Z".parse().unwrap()),
+        clock_type: Some("TIMESTAMPTZ".into()),
+        key: vec![(Value::Int(7), Some("INT4".into()))],
+    };
+    let shape = Shape {
+        clock: "created_at",
+        key: &key,
+    };
+    let both = Slice::Between {
+        after: Some(&ks),
+        upto: Some(&ks),
+    };
+    let r = q.page_sql(shape, window(), both, Placeholders::Numbered);
+    let tuple = "(t.\"created_at\", t.\"id\")";
+    assert!(
+        r.sql.contains(&format!(
+            "AND {tuple} > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"
+        )),
+        "{}",
+        r.sql
+    );
+    assert!(
+        r.sql.contains(&format!(
+            "AND {tuple} <= (CAST($5 AS TIMESTAMPTZ), CAST($6 AS INT4))"
+        )),
+        "{}",
+        r.sql
+    );
+    assert!(
+        !r.sql.contains("LIMIT"),
+        "a page is bounded by keys, not by a row count"
+    );
+    let after = Slice::Between {
+        after: Some(&ks),
+        upto: None,
+    };
+    let shown = q.page_sql(shape, window(), after, Placeholders::Inline);
+    assert!(
+        shown
+            .sql
+            .contains("t.\"created_at\" >= '2026-11-01T00:00:00Z'::timestamptz"),
+        "{}",
+        shown.sql
+    );
+    assert!(shown.sql.contains("CAST('7' AS INT4)"), "{}", shown.sql);
+    assert!(shown.binds.is_empty());
+}
+
+#[test]
+fn authors_placeholders_are_bound_directly_instead_of_wrapping_the_window() {
+    let q = accept(
+        "SELECT id, at FROM t WHERE at >= :since AND at < :until AND at > :since",
+        Dialect::Sqlite,
+    );
+    let key = vec!["id".to_string()];
+    let all = Slice::Between {
+        after: None,
+        upto: None,
+    };
+    let r = q.page_sql(
+        Shape {
+            clock: "at",
+            key: &key,
+        },
+        window(),
+        all,
+        Placeholders::Numbered,
+    );
+    assert!(
+        r.sql.contains("WHERE at >= ?1 AND at < ?2 AND at > ?1"),
+        "{}",
+        r.sql
+    );
+    assert!(r.sql.contains("IS NOT NULL"), "{}", r.sql);
+    assert_eq!(r.binds.len(), 2);
+}
