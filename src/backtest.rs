@@ -15,7 +15,7 @@ use crate::cadence::{self, Cadence, Placement, Skip};
 use crate::definitions::{Definitions, Problems};
 use crate::row::Row;
 use crate::source::{Source, SourceError};
-use crate::sql_guard::{Shape, Window};
+use crate::sql_guard::Window;
 
 pub use report::{DayCount, Report, Sample, ZeroRun};
 
@@ -148,11 +148,7 @@ pub async fn run(
     opts: &Options,
 ) -> Result<Report, BacktestError> {
     let (rule, trigger) = defs.rule_and_trigger(rule_name)?;
-    let query = source.check(&trigger.name, &trigger.sql)?;
-    let shape = Shape {
-        clock: &trigger.event_time,
-        key: &trigger.key,
-    };
+    let shape = trigger.shape();
     let since = opts
         .now
         .checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days)))
@@ -162,15 +158,7 @@ pub async fn run(
         until: opts.now,
     };
     let started = Instant::now();
-    source
-        .check_shape(
-            &trigger.name,
-            &query,
-            shape,
-            &defs.extra_columns(trigger),
-            window,
-        )
-        .await?;
+    let query = source.prepare(defs, trigger, window).await?;
 
     let tz = rule.cadence.time_zone();
     let first_day = since.to_zoned(tz.clone()).date();

@@ -124,6 +124,14 @@ fn digest(value: &serde_json::Value) -> String {
 }
 
 impl Trigger {
+    /// The clock and key columns the trigger's window is paged by.
+    pub fn shape(&self) -> crate::sql_guard::Shape<'_> {
+        crate::sql_guard::Shape {
+            clock: &self.event_time,
+            key: &self.key,
+        }
+    }
+
     /// A checksum over what the trigger reads: its source, SQL, clock, key and occurrence columns.
     pub fn checksum(&self) -> String {
         digest(&self.canonical())

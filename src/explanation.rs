@@ -11,7 +11,7 @@ use crate::definitions::{DEFAULT_SOURCE, Definitions};
 use crate::ledger::{self, Fire};
 use crate::poll::DsnResolver;
 use crate::source::Source;
-use crate::sql_guard::{Shape, Window};
+use crate::sql_guard::Window;
 use crate::store::{Store, fetch_all};
 
 /// What the ledger and the source say about one key of one rule.
@@ -135,17 +135,15 @@ pub async fn why(
         let source = Source::connect(def, &url)
             .await
             .map_err(|e| e.to_string())?;
-        let query = source
-            .check(&trigger.name, &trigger.sql)
-            .map_err(|e| e.to_string())?;
-        let shape = Shape {
-            clock: &trigger.event_time,
-            key: &trigger.key,
-        };
         let window = Window {
             since: now - SignedDuration::from_hours(24 * i64::from(days)),
             until: now,
         };
+        let query = source
+            .prepare(defs, trigger, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        let shape = trigger.shape();
         let mut reader = source
             .read_window(&query, shape, window)
             .await

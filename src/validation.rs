@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::definitions::Definitions;
 use crate::source::{Source, SourceError};
-use crate::sql_guard::{Shape, Window};
+use crate::sql_guard::Window;
 
 /// What checking one trigger against its source found.
 #[derive(Debug)]
@@ -86,24 +86,7 @@ pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<Tr
             });
             continue;
         };
-        let shape = Shape {
-            clock: &trigger.event_time,
-            key: &trigger.key,
-        };
-        let result = match source.check(&trigger.name, &trigger.sql) {
-            Ok(query) => {
-                source
-                    .check_shape(
-                        &trigger.name,
-                        &query,
-                        shape,
-                        &defs.extra_columns(trigger),
-                        window,
-                    )
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let result = source.prepare(defs, trigger, window).await.map(|_| ());
         out.push(match result {
             Ok(()) => TriggerCheck::Ok {
                 trigger: name,

@@ -18,7 +18,7 @@ use crate::definitions::{SourceDef, versions};
 use crate::ledger::{self, Claim};
 use crate::rules::{self, Mode};
 use crate::source::Source;
-use crate::sql_guard::{Shape, Window};
+use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, workspace};
 
 pub(crate) use state::reconcile;
@@ -369,13 +369,13 @@ impl Poller {
     ) -> Result<(), String> {
         let (lease, trigger) = (plan.lease, plan.trigger);
         let source = self.source(&lease.workspace, def).await?;
+        // The guard, then the columns: a missing key column fails the poll loudly instead of
+        // skipping every row.
         let query = source
-            .check(&trigger.name, &trigger.sql)
+            .prepare(plan.defs, trigger, window)
+            .await
             .map_err(|e| e.to_string())?;
-        let shape = Shape {
-            clock: &trigger.event_time,
-            key: &trigger.key,
-        };
+        let shape = trigger.shape();
         let mut reader = source
             .read_window(&query, shape, window)
             .await

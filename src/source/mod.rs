@@ -285,6 +285,26 @@ impl Source {
         .map_err(|e| self.query_error(e))
     }
 
+    /// Prepares a trigger to read: its SQL through the guard in this source's dialect, then its
+    /// clock, key, occurrence and anchor columns checked against the query's output (`LIMIT 0`).
+    pub async fn prepare(
+        &self,
+        defs: &crate::definitions::Definitions,
+        trigger: &crate::definitions::Trigger,
+        window: Window,
+    ) -> Result<CheckedQuery, SourceError> {
+        let query = self.check(&trigger.name, &trigger.sql)?;
+        self.check_shape(
+            &trigger.name,
+            &query,
+            trigger.shape(),
+            &defs.extra_columns(trigger),
+            window,
+        )
+        .await?;
+        Ok(query)
+    }
+
     /// Checks that the clock, every key column and the `also` columns (occurrence and anchor
     /// columns) are among the query's output columns, and
     /// (on PostgreSQL) that the clock is a timestamp or a date.

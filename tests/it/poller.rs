@@ -605,3 +605,21 @@ async fn a_failed_poll_keeps_its_watermark_and_the_next_poll_recovers_the_window
         None
     );
 }
+
+#[tokio::test]
+async fn a_key_column_the_query_does_not_return_fails_the_poll_loudly() {
+    let cp = TestSqlite::new();
+    let typo = SAMPLE_DEFINITIONS.replace(
+        "    key: [account_id]\n    occurrence: [id]",
+        "    key: [acount_id]\n    occurrence: [id]",
+    );
+    let w = World::new(&cp.url, &typo).await;
+    w.rewind("declined_charge", DAYS_120).await;
+    let reports = w.poll().await;
+    let r = report(&reports, "declined_charge");
+    assert!(
+        matches!(&r.status, PollStatus::Failed(why) if why.contains("no column named acount_id")),
+        "{r}"
+    );
+    assert_eq!(r.fired, 0);
+}
