@@ -4,6 +4,7 @@
 //! for a sender.
 
 pub mod catalog;
+pub mod queue;
 
 use jiff::Timestamp;
 use sqlx::Row as _;

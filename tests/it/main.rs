@@ -9,5 +9,6 @@ mod control_plane;
 mod guard_fuzz;
 mod paging;
 mod poller;
+mod queue;
 mod race;
 mod sources;

@@ -1,0 +1,169 @@
+//! The delivery queue: batched claims that never overlap, leases that lapse, fenced settles.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use rowfire::clock::Clock;
+use rowfire::definitions::versions;
+use rowfire::deliver::queue::{self, Claimed, Settlement};
+use rowfire::fixture::SAMPLE_DEFINITIONS;
+use rowfire::poll::{self, Poller};
+use rowfire::rules::{self, Mode};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+
+use crate::support::{TestSqlite, now, sample_source};
+
+/// A control plane holding the pending deliveries of three live rules whose integration points
+/// outside the machine (nothing is sent: the queue is only claimed and settled here).
+async fn pending_deliveries(control_plane: &str) -> (Store, usize) {
+    let sample = TestSqlite::new();
+    sample_source(&sample.url, 10_000).await;
+    let store = Store::open(control_plane).await.unwrap();
+    store.migrate().await.unwrap();
+    let doc = SAMPLE_DEFINITIONS.replace(
+        "    catalog: demo_inbox\n",
+        "    catalog: demo_inbox\n    base_url: http://127.0.0.1:9\n",
+    );
+    versions::push(&store, WS, &doc, now()).await.unwrap();
+    for rule in ["billing_ticket", "billing_heads_up", "third_failed_payment"] {
+        rules::set_mode(&store, WS, rule, Mode::Live, now())
+            .await
+            .unwrap();
+    }
+    poll::rewind(
+        &store,
+        WS,
+        "declined_charge",
+        SignedDuration::from_hours(24 * 120),
+        now(),
+    )
+    .await
+    .unwrap();
+    let url = sample.url.clone();
+    let poller = Poller::new(
+        store.clone(),
+        "w",
+        Clock::fixed(now()),
+        Arc::new(move |_| Some(url.clone())),
+    );
+    let reports = poller.poll_due().await.unwrap();
+    let fired: u64 = reports.iter().map(|r| r.fired).sum();
+    (store, fired as usize)
+}
+
+async fn eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery(url: &str) {
+    let (_store, pending) = pending_deliveries(url).await;
+    assert!(pending > 400, "{pending}");
+    const LIMIT: i64 = 25;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let url = url.to_string();
+        tasks.push(tokio::spawn(async move {
+            // A store of its own: its own connections, like a separate worker process.
+            let store = Store::open(&url).await.unwrap();
+            let mut mine = Vec::new();
+            loop {
+                let batch = queue::claim_due(&store, now(), LIMIT, queue::DEFAULT_LEASE)
+                    .await
+                    .unwrap();
+                assert!(
+                    batch.len() as i64 <= LIMIT,
+                    "a claim returned {} rows",
+                    batch.len()
+                );
+                if batch.is_empty() {
+                    return mine;
+                }
+                mine.extend(batch.into_iter().map(|c| c.id));
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for t in tasks {
+        for id in t.await.unwrap() {
+            total += 1;
+            assert!(seen.insert(id), "delivery {id} was claimed twice");
+        }
+    }
+    assert_eq!(total, pending, "every pending delivery was claimed once");
+}
+on_both_engines!(
+    eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery_,
+    eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery
+);
+
+async fn claim(store: &Store, at: Timestamp) -> Vec<Claimed> {
+    queue::claim_due(store, at, 1, queue::DEFAULT_LEASE)
+        .await
+        .unwrap()
+}
+
+async fn a_lapsed_lease_is_claimed_again_and_only_the_new_token_settles(url: &str) {
+    let (store, _) = pending_deliveries(url).await;
+    let first = claim(&store, now()).await.remove(0);
+    assert_eq!(first.attempts, 1);
+    // Held: the next claim takes the next delivery, not this one.
+    let other = claim(&store, now() + SignedDuration::from_secs(30))
+        .await
+        .remove(0);
+    assert_ne!(other.id, first.id);
+    // The lease lapses: the oldest due delivery is first's, claimed again with a newer token.
+    let again = claim(
+        &store,
+        now() + queue::DEFAULT_LEASE + SignedDuration::from_secs(1),
+    )
+    .await
+    .remove(0);
+    assert_eq!((again.id, again.attempts), (first.id, 2));
+    assert!(again.token > first.token);
+    let later = now() + SignedDuration::from_mins(2);
+    assert!(
+        !queue::settle(&store, &first, &Settlement::Sent, later)
+            .await
+            .unwrap(),
+        "the stale claim settles nothing"
+    );
+    let retry = Settlement::Retry {
+        at: later + SignedDuration::from_mins(5),
+        reason: "503 from the destination".into(),
+    };
+    assert!(queue::settle(&store, &again, &retry, later).await.unwrap());
+    // Not due before its retry time; due after.
+    let before = queue::claim_due(
+        &store,
+        later + SignedDuration::from_mins(4),
+        10_000,
+        queue::DEFAULT_LEASE,
+    )
+    .await
+    .unwrap();
+    assert!(before.iter().all(|c| c.id != first.id));
+    let after = queue::claim_due(
+        &store,
+        later + SignedDuration::from_mins(6),
+        10_000,
+        queue::DEFAULT_LEASE,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .find(|c| c.id == first.id)
+    .expect("due again after its retry time");
+    assert_eq!(after.attempts, 3);
+    assert!(
+        queue::settle(
+            &store,
+            &after,
+            &Settlement::Sent,
+            later + SignedDuration::from_mins(6)
+        )
+        .await
+        .unwrap()
+    );
+}
+on_both_engines!(
+    a_lapsed_lease_is_claimed_again_and_only_the_new_token_settles_,
+    a_lapsed_lease_is_claimed_again_and_only_the_new_token_settles
+);
