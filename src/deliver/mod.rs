@@ -4,6 +4,7 @@
 //! for a sender.
 
 pub mod catalog;
+pub mod outcome;
 pub mod queue;
 
 use jiff::Timestamp;
