@@ -4,6 +4,7 @@
 //! for a sender.
 
 pub mod catalog;
+pub mod egress;
 pub mod outcome;
 pub mod queue;
 
