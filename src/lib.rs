@@ -25,6 +25,8 @@ pub mod poll;
 pub mod row;
 /// Rule state: modes and tombstones.
 pub mod rules;
+/// Secrets at rest: envelope encryption under the master key.
+pub mod secret;
 /// Read-only sources and paged window reads.
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.

@@ -181,6 +181,10 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         days: u32,
     },
+    /// Print a new master key for ROWFIRE_MASTER_KEY (secrets are sealed under it).
+    ///
+    /// Example: rowfire keygen
+    Keygen,
     /// Resume a halted workspace; rows that arrived meanwhile are evaluated.
     ///
     /// Example: rowfire resume
@@ -357,6 +361,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .await
             .map_err(|e| anyhow!(e))?;
             print!("{explained}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Keygen => {
+            println!("{}", rowfire::secret::MasterKey::generate());
+            eprintln!(
+                "Set it as ROWFIRE_MASTER_KEY wherever Rowfire runs and keep a copy somewhere safe:"
+            );
+            eprintln!("secrets sealed under it cannot be opened without it.");
             Ok(ExitCode::SUCCESS)
         }
         Command::Rewind { trigger, days } => {

@@ -1,0 +1,253 @@
+//! Secrets at rest: envelope encryption. Each secret gets a fresh AES-256-GCM data key; the data
+//! key is wrapped by the master key from `ROWFIRE_MASTER_KEY` and stored with the master key's id,
+//! so a later KMS only rewraps data keys. Nothing here ever puts a secret in an error.
+
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
+use sha2::Digest;
+
+/// The environment variable holding the master key.
+pub const MASTER_KEY_ENV: &str = "ROWFIRE_MASTER_KEY";
+const KEY_PREFIX: &str = "rowfire-mk1:";
+const SEALED_PREFIX: &str = "v1";
+
+/// What went wrong with a key or a sealed secret. Messages never contain key material or secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// No master key in the environment.
+    #[error(
+        "{MASTER_KEY_ENV} is not set; create one with `rowfire keygen` and keep it somewhere safe"
+    )]
+    MissingMasterKey,
+    /// The master key is not one `rowfire keygen` makes.
+    #[error(
+        "{MASTER_KEY_ENV} is not a Rowfire master key (it should start with {KEY_PREFIX}); create one with `rowfire keygen`"
+    )]
+    BadMasterKey,
+    /// The secret was sealed under another master key.
+    #[error(
+        "this secret was sealed under master key {stored} but {MASTER_KEY_ENV} is key {given}; set the master key it was sealed with"
+    )]
+    WrongMasterKey {
+        /// The id stored with the secret.
+        stored: String,
+        /// The id of the key given.
+        given: String,
+    },
+    /// The stored form is damaged or belongs to another secret.
+    #[error(
+        "a stored secret cannot be decrypted: it is damaged, or it belongs to another setting; set it again"
+    )]
+    Damaged,
+}
+
+fn nonce_of(bytes: &[u8]) -> Result<Nonce<aes_gcm::aead::consts::U12>, SecretError> {
+    <[u8; 12]>::try_from(bytes)
+        .map(Nonce::from)
+        .map_err(|_| SecretError::Damaged)
+}
+
+/// The master key: 32 random bytes and a short id derived from them.
+#[derive(Clone)]
+pub struct MasterKey {
+    id: String,
+    key: Key<Aes256Gcm>,
+}
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MasterKey({})", self.id)
+    }
+}
+
+impl MasterKey {
+    /// A new master key, as the text `rowfire keygen` prints.
+    pub fn generate() -> String {
+        format!("{KEY_PREFIX}{}", B64.encode(Aes256Gcm::generate_key(OsRng)))
+    }
+
+    /// Reads a master key's text.
+    pub fn parse(text: &str) -> Result<MasterKey, SecretError> {
+        let bytes = text
+            .trim()
+            .strip_prefix(KEY_PREFIX)
+            .and_then(|b| B64.decode(b).ok())
+            .ok_or(SecretError::BadMasterKey)?;
+        if bytes.len() != 32 {
+            return Err(SecretError::BadMasterKey);
+        }
+        let id: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(MasterKey {
+            id,
+            key: Key::<Aes256Gcm>::from(
+                <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| SecretError::BadMasterKey)?,
+            ),
+        })
+    }
+
+    /// The master key from `ROWFIRE_MASTER_KEY`.
+    pub fn from_env() -> Result<MasterKey, SecretError> {
+        let text = std::env::var(MASTER_KEY_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or(SecretError::MissingMasterKey)?;
+        MasterKey::parse(&text)
+    }
+
+    /// The key's id, stored with every secret it seals.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Seals `plaintext` for `context` (for example `integration:slack:token`): the context is
+    /// authenticated, so a sealed value moved to another setting does not open.
+    pub fn seal(&self, context: &str, plaintext: &str) -> String {
+        let data_key = Aes256Gcm::generate_key(OsRng);
+        let key_nonce = Aes256Gcm::generate_nonce(OsRng);
+        let wrapped = Aes256Gcm::new(&self.key)
+            .encrypt(
+                &key_nonce,
+                Payload {
+                    msg: &data_key[..],
+                    aad: self.id.as_bytes(),
+                },
+            )
+            .expect("AES-GCM encryption of 32 bytes cannot fail");
+        let nonce = Aes256Gcm::generate_nonce(OsRng);
+        let sealed = Aes256Gcm::new(&data_key)
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: plaintext.as_bytes(),
+                    aad: context.as_bytes(),
+                },
+            )
+            .expect("AES-GCM encryption cannot fail for in-memory input");
+        let wrapped = [&key_nonce[..], &wrapped].concat();
+        let body = [&nonce[..], &sealed].concat();
+        format!(
+            "{SEALED_PREFIX}.{}.{}.{}",
+            self.id,
+            B64.encode(wrapped),
+            B64.encode(body)
+        )
+    }
+
+    /// Opens a value sealed for `context`.
+    pub fn open(&self, context: &str, sealed: &str) -> Result<String, SecretError> {
+        let parts: Vec<&str> = sealed.split('.').collect();
+        let [version, key_id, wrapped, body] = parts.as_slice() else {
+            return Err(SecretError::Damaged);
+        };
+        if *version != SEALED_PREFIX {
+            return Err(SecretError::Damaged);
+        }
+        if *key_id != self.id {
+            return Err(SecretError::WrongMasterKey {
+                stored: key_id.to_string(),
+                given: self.id.clone(),
+            });
+        }
+        let wrapped = B64.decode(wrapped).map_err(|_| SecretError::Damaged)?;
+        let body = B64.decode(body).map_err(|_| SecretError::Damaged)?;
+        if wrapped.len() < 12 || body.len() < 12 {
+            return Err(SecretError::Damaged);
+        }
+        let (key_nonce, wrapped) = wrapped.split_at(12);
+        let data_key = Aes256Gcm::new(&self.key)
+            .decrypt(
+                &nonce_of(key_nonce)?,
+                Payload {
+                    msg: wrapped,
+                    aad: self.id.as_bytes(),
+                },
+            )
+            .map_err(|_| SecretError::Damaged)?;
+        let (nonce, ciphertext) = body.split_at(12);
+        let plain = Aes256Gcm::new(&Key::<Aes256Gcm>::from(
+            <[u8; 32]>::try_from(data_key.as_slice()).map_err(|_| SecretError::Damaged)?,
+        ))
+        .decrypt(
+            &nonce_of(nonce)?,
+            Payload {
+                msg: ciphertext,
+                aad: context.as_bytes(),
+            },
+        )
+        .map_err(|_| SecretError::Damaged)?;
+        String::from_utf8(plain).map_err(|_| SecretError::Damaged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_secret_opens_with_its_key_and_context_only() {
+        let key = MasterKey::parse(&MasterKey::generate()).unwrap();
+        let sealed = key.seal("integration:slack:token", "xoxb-secret-123");
+        assert!(!sealed.contains("xoxb"), "{sealed}");
+        assert!(sealed.starts_with(&format!("v1.{}.", key.id())));
+        assert_eq!(
+            key.open("integration:slack:token", &sealed).unwrap(),
+            "xoxb-secret-123"
+        );
+        assert_eq!(
+            key.open("integration:zendesk:token", &sealed),
+            Err(SecretError::Damaged),
+            "moved to another setting"
+        );
+        assert_ne!(
+            sealed,
+            key.seal("integration:slack:token", "xoxb-secret-123"),
+            "a fresh data key and nonce every time"
+        );
+    }
+
+    #[test]
+    fn a_wrong_master_key_fails_loudly_and_names_both_keys() {
+        let a = MasterKey::parse(&MasterKey::generate()).unwrap();
+        let b = MasterKey::parse(&MasterKey::generate()).unwrap();
+        let sealed = a.seal("source:warehouse:dsn", "postgres://u:pw@h/db");
+        let err = b.open("source:warehouse:dsn", &sealed).unwrap_err();
+        assert_eq!(
+            err,
+            SecretError::WrongMasterKey {
+                stored: a.id().into(),
+                given: b.id().into()
+            }
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(a.id()) && msg.contains(b.id()) && !msg.contains("pw@"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn damaged_values_and_bad_keys_are_refused() {
+        let key = MasterKey::parse(&MasterKey::generate()).unwrap();
+        let sealed = key.seal("c", "secret");
+        let mut bytes = sealed.into_bytes();
+        let last = bytes.len() - 2;
+        bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(
+            key.open("c", &String::from_utf8(bytes).unwrap()),
+            Err(SecretError::Damaged)
+        );
+        assert_eq!(key.open("c", "v1.nonsense"), Err(SecretError::Damaged));
+        assert_eq!(
+            MasterKey::parse("hunter2").unwrap_err(),
+            SecretError::BadMasterKey
+        );
+        assert!(!SecretError::BadMasterKey.to_string().contains("hunter2"));
+        assert!(!format!("{key:?}").contains(&MasterKey::generate()[12..20]));
+    }
+}
