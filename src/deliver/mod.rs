@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod egress;
 pub mod outcome;
 pub mod queue;
+pub mod webhook;
 
 use jiff::Timestamp;
 use sqlx::Row as _;

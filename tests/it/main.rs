@@ -12,3 +12,4 @@ mod poller;
 mod queue;
 mod race;
 mod sources;
+mod webhooks;
