@@ -181,6 +181,23 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         days: u32,
     },
+    /// List deliveries, newest first, or show one.
+    ///
+    /// Example: rowfire deliveries --rule billing_ticket --status failed
+    Deliveries {
+        /// Show one delivery in full.
+        #[command(subcommand)]
+        show: Option<DeliveriesCommand>,
+        /// Only this rule's deliveries.
+        #[arg(long)]
+        rule: Option<String>,
+        /// Only deliveries in this state (pending, sent, suppressed, failed, dead, …).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+    },
     /// Print a new master key for ROWFIRE_MASTER_KEY (secrets are sealed under it).
     ///
     /// Example: rowfire keygen
@@ -189,6 +206,17 @@ enum Command {
     ///
     /// Example: rowfire resume
     Resume,
+}
+
+#[derive(Subcommand)]
+enum DeliveriesCommand {
+    /// One delivery: its rule, state, reason, recipient and rendered request body.
+    ///
+    /// Example: rowfire deliveries show 42
+    Show {
+        /// The delivery's id.
+        id: i64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -361,6 +389,77 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .await
             .map_err(|e| anyhow!(e))?;
             print!("{explained}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Deliveries {
+            show,
+            rule,
+            status,
+            limit,
+        } => {
+            let store = open_store().await?;
+            let filter = match show {
+                Some(DeliveriesCommand::Show { id }) => rowfire::deliver::Filter {
+                    id: Some(id),
+                    ..Default::default()
+                },
+                None => rowfire::deliver::Filter {
+                    rule,
+                    status,
+                    id: None,
+                    limit: Some(limit),
+                },
+            };
+            let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+            let found = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
+            tx.rollback().await?;
+            if let Some(id) = filter.id {
+                let Some(d) = found.first() else {
+                    bail!("there is no delivery {id}")
+                };
+                println!(
+                    "delivery {}  (fire {}, rule {}, {})",
+                    d.id, d.fire_id, d.rule, d.mode
+                );
+                println!("  action     {}", d.action);
+                println!("  recipient  {}", d.recipient.as_deref().unwrap_or("-"));
+                println!(
+                    "  status     {}{}",
+                    d.status,
+                    d.reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+                let body = d
+                    .body
+                    .as_deref()
+                    .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok());
+                match body {
+                    Some(b) => println!("  body\n{}", serde_json::to_string_pretty(&b)?),
+                    None => println!("  body       (not rendered)"),
+                }
+            } else {
+                for d in &found {
+                    let reason = d
+                        .reason
+                        .as_deref()
+                        .map(|r| format!("  ({r})"))
+                        .unwrap_or_default();
+                    println!(
+                        "#{:<7} {:<10} {:<6} {:<28} {:<20} {}{reason}",
+                        d.id,
+                        d.status,
+                        d.mode,
+                        d.rule,
+                        d.action,
+                        d.recipient.as_deref().unwrap_or("-")
+                    );
+                }
+                if found.is_empty() {
+                    println!("no deliveries match");
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Keygen => {
@@ -637,7 +736,8 @@ async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
 async fn print_inbox(store: &Store) -> Result<()> {
     let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
     let latest = rowfire::deliver::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
-    let deliveries = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, i64::MAX).await?;
+    let deliveries =
+        rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
     tx.rollback().await?;
     let sent = deliveries.iter().filter(|d| d.status == "sent").count();
     println!("Demo inbox: {sent} message(s) delivered. The latest:");

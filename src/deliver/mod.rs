@@ -205,17 +205,37 @@ pub struct Delivery {
     pub body: Option<String>,
 }
 
+/// Which deliveries to list.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this rule's.
+    pub rule: Option<String>,
+    /// Only in this state.
+    pub status: Option<String>,
+    /// Only this one.
+    pub id: Option<i64>,
+    /// At most this many (newest first); `None` for all.
+    pub limit: Option<i64>,
+}
+
 /// Deliveries of a workspace, newest first.
 pub async fn list(
     tx: &mut StoreTx,
     workspace: &str,
-    limit: i64,
+    filter: &Filter,
 ) -> Result<Vec<Delivery>, sqlx::Error> {
     fetch_all!(
         tx,
         "SELECT id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body FROM delivery
-         WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2",
-        [workspace, limit],
+         WHERE workspace_id = $1 AND ($2 = '' OR rule_name = $2) AND ($3 = '' OR status = $3) AND ($4 = 0 OR id = $4)
+         ORDER BY id DESC LIMIT $5",
+        [
+            workspace,
+            filter.rule.as_deref().unwrap_or(""),
+            filter.status.as_deref().unwrap_or(""),
+            filter.id.unwrap_or(0),
+            filter.limit.unwrap_or(i64::MAX)
+        ],
         |r| Ok(Delivery {
             id: r.try_get(0)?,
             fire_id: r.try_get(1)?,

@@ -167,6 +167,22 @@ fn the_demo_prints_a_headline_for_every_sample_rule_without_a_server() {
         "{}",
         text(&status).0
     );
+    let cp = format!("sqlite://{}", demo_dir.join("rowfire.db").display());
+    let env = [("ROWFIRE_DATABASE_URL", cp.as_str())];
+    let listed = text(&rowfire(
+        &["deliveries", "--rule", "billing_ticket", "--limit", "2"],
+        &env,
+    ))
+    .0;
+    let sent = listed
+        .lines()
+        .filter(|l| l.contains(" sent ") && l.contains("inbox.ticket"));
+    assert_eq!(sent.count(), 2, "{listed}");
+    let shown = text(&rowfire(&["deliveries", "show", "1"], &env)).0;
+    assert!(
+        shown.contains("\"subject\": \"Card declined for "),
+        "{shown}"
+    );
 
     // Its headline agrees with a full backtest of the same rule.
     let url = format!("sqlite://{}", demo_dir.join("sample.db").display());

@@ -386,7 +386,9 @@ on_both_engines!(
 
 async fn deliveries(w: &World) -> Vec<rowfire::deliver::Delivery> {
     let mut tx = w.store.begin(WS).await.unwrap();
-    let all = rowfire::deliver::list(&mut tx, WS, i64::MAX).await.unwrap();
+    let all = rowfire::deliver::list(&mut tx, WS, &Default::default())
+        .await
+        .unwrap();
     tx.rollback().await.unwrap();
     all
 }
