@@ -1,0 +1,366 @@
+//! The command implementations behind `main.rs`: opening the control plane, running workers and
+//! the demo, and printing what the library returns. Binary only; the library holds the logic.
+
+use anyhow::{Context, Result, anyhow, bail};
+use jiff::{SignedDuration, Timestamp};
+use rowfire::clock::Clock;
+use rowfire::definitions::{self, Definitions, versions};
+use rowfire::poll::Poller;
+use rowfire::rules::{self, Mode};
+use rowfire::source::dialect_of;
+use rowfire::sql_guard::{self, Shape, Window};
+use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
+use rowfire::validation::{self, TriggerCheck};
+use rowfire::{demo, poll};
+use std::path::Path;
+use std::process::ExitCode;
+
+pub(crate) async fn worker(store: Store, once: bool, concurrency: usize) -> Result<ExitCode> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let pollers: Vec<Poller> = (0..concurrency)
+        .map(|i| {
+            Poller::new(
+                store.clone(),
+                format!("{host}:{}:{i}", std::process::id()),
+                Clock::system(),
+                poll::env_dsn(),
+            )
+        })
+        .collect();
+    if once {
+        let mut all = Vec::new();
+        for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
+            all.extend(batch?);
+        }
+        all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
+        for report in &all {
+            print!("{report}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        eprintln!("stopping: finishing the polls in progress");
+        let _ = stop_tx.send(true);
+    });
+    eprintln!(
+        "worker running on {} with {concurrency} poller(s); ctrl-c to stop",
+        store.shown()
+    );
+    let loops = pollers
+        .iter()
+        .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
+    for result in futures_util::future::join_all(loops).await {
+        result?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+pub(crate) async fn open_store() -> Result<Store> {
+    let store = Store::from_env().await?;
+    store.check_migrated().await?;
+    Ok(store)
+}
+
+pub(crate) fn print_push(s: &versions::PushSummary) {
+    if s.unchanged {
+        println!("unchanged: version {} is already in force", s.version);
+        return;
+    }
+    println!("pushed version {}", s.version);
+    let groups = [
+        ("new trigger(s), starting at now", &s.new_triggers),
+        ("removed trigger(s)", &s.removed_triggers),
+        ("new rule(s), in shadow", &s.new_rules),
+        ("changed rule(s), back in shadow", &s.changed_rules),
+        ("removed rule(s), kept as tombstones", &s.tombstoned_rules),
+    ];
+    for (label, names) in groups {
+        if !names.is_empty() {
+            println!("  {} {label}: {}", names.len(), names.join(", "));
+        }
+    }
+}
+
+pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
+    let Some((version, defs)) = versions::in_force(store, DEFAULT_WORKSPACE).await? else {
+        println!(
+            "nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`"
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let modes = rules::list(store, DEFAULT_WORKSPACE).await?;
+    println!("definitions version {version} on {}", store.shown());
+    println!("triggers:");
+    for t in &defs.triggers {
+        println!(
+            "  {:<28} source {:<12} key [{}]",
+            t.name,
+            t.source,
+            t.key.join(", ")
+        );
+    }
+    println!("rules:");
+    for r in &defs.rules {
+        let mode = modes
+            .iter()
+            .find(|m| m.rule == r.name)
+            .map_or(Mode::Shadow, |m| m.mode);
+        let key = &defs.trigger(&r.trigger).expect("validated").key;
+        println!(
+            "  {:<28} {:<6} on {:<24} {}",
+            r.name,
+            mode,
+            r.trigger,
+            r.cadence.describe(key)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
+    let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
+    match &ws.halted {
+        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
+        None => println!("workspace {}: running", ws.id),
+    }
+    if let Some(v) = versions::get(store, DEFAULT_WORKSPACE, None).await? {
+        println!("definitions version {} (pushed {})", v.version, v.pushed_at);
+    }
+    println!("triggers:");
+    for t in poll::list(store, DEFAULT_WORKSPACE).await? {
+        if t.removed_at.is_some() {
+            continue;
+        }
+        let error = t.last_error.as_deref().unwrap_or("-");
+        println!(
+            "  {:<28} watermark {}  next poll {}  last error: {error}",
+            t.trigger, t.watermark, t.next_poll_at
+        );
+    }
+    println!("rules:");
+    for r in rules::list(store, DEFAULT_WORKSPACE).await? {
+        let state = if r.tombstoned_at.is_some() {
+            "removed".to_string()
+        } else {
+            r.mode.to_string()
+        };
+        println!("  {:<28} {state:<7} on {}", r.rule, r.trigger);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn set_mode(rule: &str, mode: Mode) -> Result<ExitCode> {
+    let store = open_store().await?;
+    let before = rules::set_mode(&store, DEFAULT_WORKSPACE, rule, mode, Timestamp::now()).await?;
+    if before == mode {
+        println!("{rule} is already {mode}");
+    } else {
+        println!("{rule}: {before} → {mode}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn load(file: &Path) -> Result<Definitions> {
+    Ok(definitions::load_file(file)?)
+}
+
+pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
+    let now = clock.now();
+    let made = demo::run(dir, now)
+        .await
+        .context("the demo could not run")?;
+    println!("Sample database: {}", made.sample_url);
+    println!("Sample definitions: {}", made.definitions.display());
+    println!();
+    println!(
+        "What each sample rule would have done over the last {} days:",
+        demo::DEMO_DAYS
+    );
+    for report in &made.reports {
+        println!("  {}", report.headline());
+    }
+    println!();
+    println!(
+        "Control plane: {} (every rule live; its only destination is the Demo inbox)",
+        made.control_plane_url
+    );
+    println!(
+        "The worker polls the same {} days into the ledger:",
+        demo::DEMO_DAYS
+    );
+    let poller = made.poller(clock.clone());
+    for report in poller.poll_due().await? {
+        print!("{report}");
+    }
+    print_inbox(&made.store).await?;
+    println!();
+    println!("Look closer (inside {}):", dir.display());
+    println!("  rowfire status");
+    println!(
+        "  SAMPLE_DATABASE_URL={} rowfire backtest billing_ticket -f definitions.yaml --days {} --now {now}",
+        made.sample_url,
+        demo::DEMO_DAYS
+    );
+    if once {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!();
+    println!("The worker keeps running; add activity from another terminal with:");
+    println!("  rowfire fixture simulate --into {}", made.sample_url);
+    println!("ctrl-c stops it.");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    poller
+        .run_until(stop_rx, |r| {
+            if r.fired > 0 {
+                print!("{r}")
+            }
+        })
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn print_inbox(store: &Store) -> Result<()> {
+    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+    let latest = rowfire::deliver::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
+    let deliveries =
+        rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
+    tx.rollback().await?;
+    let sent = deliveries.iter().filter(|d| d.status == "sent").count();
+    println!("Demo inbox: {sent} message(s) delivered. The latest:");
+    for (action, recipient, body) in latest {
+        println!("  {action} to {}: {body}", recipient.unwrap_or_default());
+    }
+    Ok(())
+}
+
+pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
+    let defs = match definitions::load_file(file) {
+        Ok(defs) => defs,
+        Err(problems) => {
+            eprint!("{problems}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    println!(
+        "{}: {} trigger(s), {} rule(s); syntax, cadences and SQL guard ok",
+        file.display(),
+        defs.triggers.len(),
+        defs.rules.len()
+    );
+    let mut failed = false;
+    for check in validation::check_against_sources(&defs, Timestamp::now()).await {
+        match check {
+            TriggerCheck::Ok { trigger, source } => {
+                println!("  trigger {trigger}: columns ok on {source}")
+            }
+            TriggerCheck::NotChecked { trigger, var } => {
+                println!("  trigger {trigger}: columns not checked ({var} is not set)")
+            }
+            TriggerCheck::SourceUnavailable { trigger, source } => {
+                failed = true;
+                println!(
+                    "  trigger {trigger}: not checked, source {source} is unreachable (see above)"
+                )
+            }
+            TriggerCheck::Failed { trigger, error } => {
+                failed = true;
+                println!("  trigger {trigger}: {error}")
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Result<ExitCode> {
+    let defs = load(file)?;
+    let trigger = defs.trigger_named(name)?;
+    let def = defs.source(&trigger.source).expect("validated");
+    let from_env = std::env::var(&def.dsn_env)
+        .ok()
+        .and_then(|dsn| dialect_of(&dsn));
+    let dialect = def.kind.or(from_env).ok_or_else(|| {
+        anyhow!("source {} declares no `type` and {} is not set; set one so Rowfire knows the SQL dialect", def.name, def.dsn_env)
+    })?;
+    let query =
+        sql_guard::check(&trigger.sql, dialect).map_err(|e| anyhow!("trigger {name}: {e}"))?;
+    let now = clock.now();
+    let Some(since) = now
+        .checked_sub(SignedDuration::from_hours(24 * i64::from(days)))
+        .ok()
+    else {
+        bail!("--days {days} reaches before the earliest representable time");
+    };
+    let window = Window { since, until: now };
+    let shape = Shape {
+        clock: &trigger.event_time,
+        key: &trigger.key,
+    };
+    let inline = |slice| {
+        query
+            .page_sql(shape, window, slice, sql_guard::Placeholders::Inline)
+            .sql
+    };
+    let probe = inline(sql_guard::Slice::Boundary {
+        after: None,
+        offset: def.page_size.max(1) - 1,
+    });
+    let symbolic = sql_guard::Keyset {
+        clock: rowfire::row::Value::Text(format!("<boundary {}>", trigger.event_time)),
+        clock_type: None,
+        key: trigger
+            .key
+            .iter()
+            .map(|k| (rowfire::row::Value::Text(format!("<boundary {k}>")), None))
+            .collect(),
+    };
+    let page = inline(sql_guard::Slice::Between {
+        after: None,
+        upto: Some(&symbolic),
+    });
+    println!("-- trigger {name} on source {} ({dialect})", def.name);
+    if query.names_window() {
+        println!("-- window {since} → {now}, bound to the query's own :since and :until");
+    } else {
+        println!("-- window {since} ≤ {} < {now}", trigger.event_time);
+    }
+    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    println!("-- rows with a NULL key are counted, not paged");
+    println!(
+        "\n-- 1. where the first page ends: the row {} rows in, in {order} order",
+        def.page_size
+    );
+    println!("{probe};");
+    println!(
+        "\n-- 2. the page: every row up to and including that one, so rows equal on {order} are never split"
+    );
+    println!("{page};");
+    println!(
+        "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row"
+    );
+    Ok(ExitCode::SUCCESS)
+}
