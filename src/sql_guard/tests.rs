@@ -1,4 +1,5 @@
 use super::*;
+use crate::row::Value;
 
 fn refuse(sql: &str, dialect: Dialect) -> GuardError {
     check(sql, dialect).expect_err(sql)

@@ -1,0 +1,292 @@
+//! Walking rules, their cadences and anchors, integrations and bindings.
+
+use jiff::SignedDuration;
+use jiff::tz::TimeZone;
+use serde_yaml_ng::{Mapping, Value as Yaml};
+
+use super::*;
+use crate::cadence::{Anchor, Cadence, Period};
+
+impl Cx {
+    pub(super) fn integration(&mut self, name: &str, v: &Yaml) -> Option<IntegrationDef> {
+        let path = format!("integrations.{name}");
+        let m = self.mapping(v, &path, INTEGRATION_KEYS)?;
+        let catalog = self.string(m, "catalog", &path, true)?;
+        let Some(mut spec) = crate::deliver::catalog::built_in(&catalog) else {
+            let known: Vec<String> = crate::deliver::catalog::all()
+                .into_iter()
+                .map(|i| i.name)
+                .collect();
+            self.problem(
+                format!("{path}.catalog"),
+                unknown(
+                    "catalogue entry",
+                    &catalog,
+                    known.iter().map(String::as_str),
+                ),
+            );
+            return None;
+        };
+        if let Some(base_url) = self.string(m, "base_url", &path, false) {
+            spec.base_url = base_url;
+        }
+        Some(IntegrationDef {
+            name: name.to_string(),
+            spec,
+        })
+    }
+
+    pub(super) fn bindings(
+        &mut self,
+        m: &Mapping,
+        path: &str,
+        integrations: &[IntegrationDef],
+    ) -> Vec<Binding> {
+        let Some(v) = m.get("actions") else {
+            return Vec::new();
+        };
+        let Yaml::Sequence(items) = v else {
+            self.problem(
+                format!("{path}.actions"),
+                "expected a list of bindings, each with `action: INTEGRATION.ACTION`",
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}.actions[{i}]");
+            let Some(b) = self.mapping(item, &p, BINDING_KEYS) else {
+                continue;
+            };
+            let Some(action) = self.string(b, "action", &p, true) else {
+                continue;
+            };
+            let Some((integration, action_name)) = action.split_once('.') else {
+                self.problem(
+                    format!("{p}.action"),
+                    format!("\"{action}\" is not INTEGRATION.ACTION, for example inbox.ticket"),
+                );
+                continue;
+            };
+            let Some(def) = integrations.iter().find(|d| d.name == integration) else {
+                self.problem(
+                    format!("{p}.action"),
+                    unknown(
+                        "integration",
+                        integration,
+                        integrations.iter().map(|d| d.name.as_str()),
+                    ),
+                );
+                continue;
+            };
+            let Some(spec) = def.spec.actions.get(action_name) else {
+                self.problem(
+                    format!("{p}.action"),
+                    unknown(
+                        "action",
+                        action_name,
+                        def.spec.actions.keys().map(String::as_str),
+                    ),
+                );
+                continue;
+            };
+            let mut params = std::collections::BTreeMap::new();
+            match b.get("params") {
+                None | Some(Yaml::Null) => {}
+                Some(Yaml::Mapping(given)) => {
+                    for (k, v) in given {
+                        let key = k.as_str().unwrap_or_default().to_string();
+                        if !spec.params.contains_key(&key) {
+                            let msg =
+                                unknown("parameter", &key, spec.params.keys().map(String::as_str));
+                            self.problem(format!("{p}.params.{key}"), msg);
+                            continue;
+                        }
+                        params.insert(
+                            key,
+                            serde_json::to_value(v).unwrap_or(serde_json::Value::Null),
+                        );
+                    }
+                }
+                Some(_) => self.problem(
+                    format!("{p}.params"),
+                    "expected a mapping from parameter names to templates",
+                ),
+            }
+            for (name, declared) in &spec.params {
+                if declared.required && !params.contains_key(name) {
+                    self.problem(
+                        format!("{p}.params.{name}"),
+                        format!("required by {action}; add it"),
+                    );
+                }
+            }
+            let recipient = self.string(b, "recipient", &p, false);
+            out.push(Binding {
+                integration: integration.to_string(),
+                action: action_name.to_string(),
+                params,
+                recipient,
+            });
+        }
+        out
+    }
+
+    pub(super) fn rule(
+        &mut self,
+        name: &str,
+        v: &Yaml,
+        triggers: &[String],
+        integrations: &[IntegrationDef],
+    ) -> Option<Rule> {
+        let path = format!("rules.{name}");
+        let m = self.mapping(v, &path, RULE_KEYS)?;
+        let trigger = self.string(m, "trigger", &path, true);
+        if let Some(t) = &trigger
+            && !triggers.contains(t)
+        {
+            let msg = unknown("trigger", t, triggers.iter().map(String::as_str));
+            self.problem(format!("{path}.trigger"), msg);
+        }
+        let timezone = match self.string(m, "timezone", &path, false) {
+            None => Some(TimeZone::UTC),
+            Some(tz) => match TimeZone::get(&tz) {
+                Ok(zone) => Some(zone),
+                Err(_) => {
+                    self.problem(format!("{path}.timezone"), format!("unknown time zone \"{tz}\"; use an IANA name such as America/New_York or Europe/Berlin"));
+                    None
+                }
+            },
+        };
+        let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
+        let description = self.string(m, "description", &path, false);
+        let actions = self.bindings(m, &path, integrations);
+        Some(Rule {
+            name: name.to_string(),
+            trigger: trigger?,
+            description,
+            cadence: cadence?,
+            timezone: timezone?,
+            actions,
+        })
+    }
+
+    pub(super) fn cadence(&mut self, m: &Mapping, path: &str, tz: TimeZone) -> Option<Cadence> {
+        let policy = self.string(m, "policy", path, false);
+        let period = self.string(m, "period", path, false);
+        let n = m.get("n");
+        if let Some(anchor) = m.get("anchor") {
+            if policy.is_some() {
+                self.problem(
+                    format!("{path}.policy"),
+                    "a rule with `anchor` is time-anchored; remove `policy`",
+                );
+            }
+            return self
+                .anchor(anchor, &format!("{path}.anchor"))
+                .map(Cadence::Anchored);
+        }
+        let Some(policy) = policy else {
+            if !matches!(m.get("policy"), Some(v) if !v.is_null()) {
+                self.problem(
+                    format!("{path}.policy"),
+                    "required; use once_ever, once_per_period or once_per_n (or give an `anchor`)",
+                );
+            }
+            return None;
+        };
+        if policy != "once_per_period" && period.is_some() {
+            self.problem(
+                format!("{path}.period"),
+                format!("`period` applies only to once_per_period, not {policy}; remove it"),
+            );
+        }
+        if policy != "once_per_n" && n.is_some() {
+            self.problem(
+                format!("{path}.n"),
+                format!("`n` applies only to once_per_n, not {policy}; remove it"),
+            );
+        }
+        match policy.as_str() {
+            "once_ever" => Some(Cadence::OnceEver),
+            "once_per_period" => {
+                let Some(p) = period else {
+                    self.problem(
+                        format!("{path}.period"),
+                        "required with once_per_period; use day, week or month",
+                    );
+                    return None;
+                };
+                match Period::parse(&p) {
+                    Some(period) => Some(Cadence::OncePerPeriod { period, tz }),
+                    None => {
+                        self.problem(
+                            format!("{path}.period"),
+                            format!("unknown period \"{p}\"; use day, week or month"),
+                        );
+                        None
+                    }
+                }
+            }
+            "once_per_n" => match n.map(|v| (v, v.as_u64())) {
+                Some((_, Some(n))) if (1..=u64::from(u32::MAX)).contains(&n) => {
+                    Some(Cadence::OncePerN { n: n as u32 })
+                }
+                None => {
+                    self.problem(
+                        format!("{path}.n"),
+                        "required with once_per_n; e.g. `n: 3` fires on occurrences 1, 4, 7 …",
+                    );
+                    None
+                }
+                Some((v, _)) => {
+                    self.problem(
+                        format!("{path}.n"),
+                        format!(
+                            "expected a whole number of at least 1, found {}",
+                            yaml_text(v)
+                        ),
+                    );
+                    None
+                }
+            },
+            other => {
+                self.problem(
+                    format!("{path}.policy"),
+                    format!(
+                        "unknown policy \"{other}\"; use once_ever, once_per_period or once_per_n"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn anchor(&mut self, v: &Yaml, path: &str) -> Option<Anchor> {
+        let m = self.mapping(v, path, ANCHOR_KEYS)?;
+        let column = self.string(m, "column", path, true);
+        let lead = self.duration(m, "lead", path, SignedDuration::from_mins(10));
+        let lead_column = self.string(m, "lead_column", path, false);
+        let look_ahead = self.duration(m, "look_ahead", path, SignedDuration::from_hours(3));
+        let grace = self.duration(m, "grace", path, SignedDuration::from_mins(5));
+        let recheck = match m.get("recheck") {
+            None => true,
+            Some(Yaml::Bool(b)) => *b,
+            Some(other) => {
+                self.problem(
+                    format!("{path}.recheck"),
+                    format!("expected true or false, found {}", yaml_text(other)),
+                );
+                true
+            }
+        };
+        Some(Anchor {
+            column: column?,
+            lead,
+            lead_column,
+            look_ahead,
+            grace,
+            recheck,
+        })
+    }
+}

@@ -1,0 +1,344 @@
+//! Rendering what runs: the probe, page and count statements around a checked query, with
+//! numbered placeholders (to run) or literals (to show a person).
+
+use jiff::Timestamp;
+
+use super::{CheckedQuery, Dialect};
+use crate::row::Value;
+
+/// A value bound to a rendered statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bind {
+    /// A window bound (`:since`, `:until`, or Rowfire's own window).
+    Instant(Timestamp),
+    /// A keyset value from the previous page, with the PostgreSQL type to cast it to.
+    Value {
+        /// The value, as read from the last row of the previous page.
+        value: Value,
+        /// The column's PostgreSQL type name (ignored on SQLite).
+        pg_type: Option<String>,
+    },
+}
+
+/// A statement ready to run: SQL text with numbered placeholders and the values they take.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    /// The SQL text.
+    pub sql: String,
+    /// Values for `$1…` (PostgreSQL) or `?1…` (SQLite), in order.
+    pub binds: Vec<Bind>,
+}
+
+/// Whether binds become placeholders (to run) or literals (to show a person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placeholders {
+    /// `$1` / `?1`, with values bound separately.
+    Numbered,
+    /// Literals written into the text, for `rowfire explain`.
+    Inline,
+}
+
+/// The half-open time window a poll or backtest reads: `since <= clock < until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Inclusive start.
+    pub since: Timestamp,
+    /// Exclusive end.
+    pub until: Timestamp,
+}
+
+/// Where the previous page ended: the last row's clock and key values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keyset {
+    /// The clock as compared in SQL (PostgreSQL: the column's value; SQLite: normalised text).
+    pub clock: Value,
+    /// The clock column's PostgreSQL type.
+    pub clock_type: Option<String>,
+    /// Key values with their PostgreSQL types.
+    pub key: Vec<(Value, Option<String>)>,
+}
+
+/// Which rows of the window a statement selects, in (clock, key) order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slice<'a> {
+    /// Every row after `after` (from the start when `None`) up to and including `upto` (to the
+    /// end when `None`). Rows that compare equal to `upto` in SQL are all included, so a page
+    /// never splits them.
+    Between {
+        /// Exclusive lower bound.
+        after: Option<&'a Keyset>,
+        /// Inclusive upper bound.
+        upto: Option<&'a Keyset>,
+    },
+    /// The single row `offset` rows past `after`: where a page of `offset + 1` rows ends.
+    Boundary {
+        /// Exclusive lower bound.
+        after: Option<&'a Keyset>,
+        /// Rows to skip.
+        offset: usize,
+    },
+}
+
+/// The column SQLite reads the normalised clock into, stripped before rows reach callers.
+pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
+
+/// The clock and key columns a trigger pages by.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// The clock (`event_time`) column.
+    pub clock: &'a str,
+    /// The key columns.
+    pub key: &'a [String],
+}
+
+struct Builder {
+    dialect: Dialect,
+    mode: Placeholders,
+    binds: Vec<Bind>,
+    since: Option<String>,
+    until: Option<String>,
+    window: Window,
+}
+
+impl Builder {
+    fn new(dialect: Dialect, mode: Placeholders, window: Window) -> Self {
+        Builder {
+            dialect,
+            mode,
+            binds: Vec::new(),
+            since: None,
+            until: None,
+            window,
+        }
+    }
+
+    fn push(&mut self, bind: Bind) -> String {
+        let text = match self.mode {
+            Placeholders::Inline => self.literal(&bind),
+            Placeholders::Numbered => {
+                let n = self.binds.len() + 1;
+                match (self.dialect, &bind) {
+                    (
+                        Dialect::Postgres,
+                        Bind::Value {
+                            pg_type: Some(ty), ..
+                        },
+                    ) => {
+                        format!("CAST(${n} AS {ty})")
+                    }
+                    (Dialect::Postgres, _) => format!("${n}"),
+                    (Dialect::Sqlite, _) => format!("?{n}"),
+                }
+            }
+        };
+        if self.mode == Placeholders::Numbered {
+            self.binds.push(bind);
+        }
+        text
+    }
+
+    fn since(&mut self) -> String {
+        if self.since.is_none() {
+            self.since = Some(self.push(Bind::Instant(self.window.since)));
+        }
+        self.since.clone().expect("set above")
+    }
+
+    fn until(&mut self) -> String {
+        if self.until.is_none() {
+            self.until = Some(self.push(Bind::Instant(self.window.until)));
+        }
+        self.until.clone().expect("set above")
+    }
+
+    fn literal(&self, bind: &Bind) -> String {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        match (self.dialect, bind) {
+            (Dialect::Postgres, Bind::Instant(ts)) => {
+                format!("{}::timestamptz", quote(&ts.to_string()))
+            }
+            (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
+            (
+                _,
+                Bind::Value {
+                    value: Value::Null, ..
+                },
+            ) => "NULL".into(),
+            (Dialect::Postgres, Bind::Value { value, pg_type }) => {
+                let text = quote(&value.to_sql_text().unwrap_or_default());
+                match pg_type {
+                    Some(ty) => format!("CAST({text} AS {ty})"),
+                    None => text,
+                }
+            }
+            (Dialect::Sqlite, Bind::Value { value, .. }) => match value {
+                Value::Int(_) | Value::Float(_) | Value::Decimal(_) => value.to_string(),
+                Value::Bool(b) => (*b as i32).to_string(),
+                other => quote(&other.to_sql_text().unwrap_or_default()),
+            },
+        }
+    }
+}
+
+/// The text SQLite compares clocks as: `strftime('%Y-%m-%d %H:%M:%f')` of the instant in UTC.
+pub fn sqlite_clock_text(ts: Timestamp) -> String {
+    ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+impl CheckedQuery {
+    /// The dialect the query was checked in.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Whether the author's SQL names `:since` or `:until` itself (then Rowfire binds them
+    /// directly instead of wrapping the query in its window).
+    pub fn names_window(&self) -> bool {
+        self.names_window
+    }
+
+    fn inner(&self, b: &mut Builder) -> String {
+        let mut text = self.inner.clone();
+        let since = format!("{}since\u{1}", self.marker);
+        if text.contains(&since) {
+            text = text.replace(&since, &b.since());
+        }
+        let until = format!("{}until\u{1}", self.marker);
+        if text.contains(&until) {
+            text = text.replace(&until, &b.until());
+        }
+        text
+    }
+
+    fn clock_expr(&self, clock: &str) -> String {
+        let col = format!("t.{}", self.dialect.quote_ident(clock));
+        match self.dialect {
+            Dialect::Postgres => col,
+            // Text clocks are read as SQLite's date functions read them; numbers as Unix seconds.
+            Dialect::Sqlite => format!(
+                "CASE WHEN typeof({col}) IN ('integer', 'real') THEN strftime('%Y-%m-%d %H:%M:%f', {col}, 'unixepoch') \
+                 ELSE strftime('%Y-%m-%d %H:%M:%f', {col}) END"
+            ),
+        }
+    }
+
+    fn key_exprs(&self, key: &[String]) -> Vec<String> {
+        key.iter()
+            .map(|k| format!("t.{}", self.dialect.quote_ident(k)))
+            .collect()
+    }
+
+    /// Rowfire's window predicate over the wrapped query, or only "clock is not NULL" when the
+    /// author binds `:since`/`:until` themselves.
+    fn window_predicate(&self, b: &mut Builder, clock: &str) -> String {
+        let clock = self.clock_expr(clock);
+        if self.names_window {
+            format!("{clock} IS NOT NULL")
+        } else {
+            format!("{clock} >= {} AND {clock} < {}", b.since(), b.until())
+        }
+    }
+
+    /// `SELECT * FROM (<query>) AS t LIMIT 0`: the query's output columns, without rows.
+    pub fn columns_sql(&self, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        Rendered {
+            sql: format!("SELECT * FROM ({inner}) AS t LIMIT 0"),
+            binds: b.binds,
+        }
+    }
+
+    /// A slice of the window, ordered by (clock, key), NULL keys excluded (they are counted
+    /// separately).
+    pub fn page_sql(
+        &self,
+        shape: Shape<'_>,
+        window: Window,
+        slice: Slice<'_>,
+        mode: Placeholders,
+    ) -> Rendered {
+        let mut b = Builder::new(self.dialect, mode, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        let keys = self.key_exprs(shape.key);
+        let select = match self.dialect {
+            Dialect::Postgres => "t.*".to_string(),
+            Dialect::Sqlite => format!(
+                "t.*, {clock} AS {}",
+                self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
+            ),
+        };
+        let mut sql = format!(
+            "SELECT {select} FROM ({inner}) AS t WHERE {}",
+            self.window_predicate(&mut b, shape.clock)
+        );
+        for k in &keys {
+            sql.push_str(&format!(" AND {k} IS NOT NULL"));
+        }
+        let tuple = std::iter::once(clock.clone())
+            .chain(keys.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut bound = |b: &mut Builder, ks: &Keyset, op: &str| {
+            let mut values = vec![b.push(Bind::Value {
+                value: ks.clock.clone(),
+                pg_type: ks.clock_type.clone(),
+            })];
+            for (value, pg_type) in &ks.key {
+                values.push(b.push(Bind::Value {
+                    value: value.clone(),
+                    pg_type: pg_type.clone(),
+                }));
+            }
+            sql.push_str(&format!(" AND ({tuple}) {op} ({})", values.join(", ")));
+        };
+        let (after, upto, offset) = match slice {
+            Slice::Between { after, upto } => (after, upto, None),
+            Slice::Boundary { after, offset } => (after, None, Some(offset)),
+        };
+        if let Some(ks) = after {
+            bound(&mut b, ks, ">");
+        }
+        if let Some(ks) = upto {
+            bound(&mut b, ks, "<=");
+        }
+        sql.push_str(&format!(" ORDER BY {tuple}"));
+        if let Some(offset) = offset {
+            sql.push_str(&format!(" LIMIT 1 OFFSET {offset}"));
+        }
+        Rendered {
+            sql,
+            binds: b.binds,
+        }
+    }
+
+    /// Counts rows whose clock is NULL (or, on SQLite, not a readable time), over the
+    /// unwindowed query (`:since`/`:until`, if named, still take the window).
+    pub fn null_clock_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        Rendered {
+            sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"),
+            binds: b.binds,
+        }
+    }
+
+    /// Counts rows in the window whose key has a NULL column.
+    pub fn null_key_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let any_null = self
+            .key_exprs(shape.key)
+            .iter()
+            .map(|k| format!("{k} IS NULL"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let predicate = self.window_predicate(&mut b, shape.clock);
+        Rendered {
+            sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {predicate} AND ({any_null})"),
+            binds: b.binds,
+        }
+    }
+}
