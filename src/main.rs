@@ -217,6 +217,33 @@ enum DeliveriesCommand {
         /// The delivery's id.
         id: i64,
     },
+    /// Re-queue a failed or dead delivery, due now, with the same id (its idempotency key).
+    ///
+    /// Example: rowfire deliveries retry 42
+    Retry {
+        /// The delivery's id.
+        id: i64,
+    },
+    /// Delete finished deliveries older than an age; pending ones and the ledger are kept.
+    ///
+    /// Example: rowfire deliveries prune --older-than 30d
+    Prune {
+        /// Age such as 30d, 12h or 90m.
+        #[arg(long, value_parser = parse_age)]
+        older_than: SignedDuration,
+    },
+}
+
+fn parse_age(s: &str) -> Result<SignedDuration, String> {
+    let days = s
+        .strip_suffix('d')
+        .and_then(|n| n.trim().parse::<i64>().ok());
+    match days {
+        Some(d) if d >= 0 => Ok(SignedDuration::from_hours(24 * d)),
+        _ => s
+            .parse::<SignedDuration>()
+            .map_err(|_| format!("\"{s}\" is not an age; use 30d, 12h or 90m")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -399,6 +426,20 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let store = open_store().await?;
             let filter = match show {
+                Some(DeliveriesCommand::Retry { id }) => {
+                    rowfire::deliver::retry(&store, DEFAULT_WORKSPACE, id, Timestamp::now())
+                        .await?;
+                    println!("delivery {id} is pending again and due now");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Some(DeliveriesCommand::Prune { older_than }) => {
+                    let before = Timestamp::now() - older_than;
+                    let n = rowfire::deliver::prune(&store, DEFAULT_WORKSPACE, before).await?;
+                    println!(
+                        "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
                 Some(DeliveriesCommand::Show { id }) => rowfire::deliver::Filter {
                     id: Some(id),
                     ..Default::default()

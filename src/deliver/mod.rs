@@ -263,3 +263,91 @@ pub async fn inbox(
         |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
     )
 }
+
+/// Why a delivery cannot be retried by hand.
+#[derive(Debug, thiserror::Error)]
+pub enum RetryError {
+    /// No such delivery.
+    #[error("there is no delivery {0}")]
+    Unknown(i64),
+    /// Not in a state that can be retried.
+    #[error("delivery {id} is {status}; only failed or dead deliveries can be retried")]
+    NotRetryable {
+        /// The delivery.
+        id: i64,
+        /// Its state.
+        status: String,
+    },
+    /// It was never rendered (its template failed), so there is nothing to send.
+    #[error(
+        "delivery {0} was never rendered (its template failed); fix the template, push, and rewind the trigger instead"
+    )]
+    NeverRendered(i64),
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// Re-queues a failed or dead delivery, due now, keeping its id (its idempotency key).
+pub async fn retry(
+    store: &crate::store::Store,
+    workspace: &str,
+    id: i64,
+    now: Timestamp,
+) -> Result<(), RetryError> {
+    let mut tx = store.begin(workspace).await?;
+    let found = fetch_all!(
+        &mut tx,
+        "SELECT status, body IS NOT NULL FROM delivery WHERE workspace_id = $1 AND id = $2",
+        [workspace, id],
+        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<bool, _>(1)?))
+    )
+    .map_err(|e| store.error(e))?;
+    let Some((status, rendered)) = found.into_iter().next() else {
+        return Err(RetryError::Unknown(id));
+    };
+    if status != "failed" && status != "dead" {
+        return Err(RetryError::NotRetryable { id, status });
+    }
+    if !rendered {
+        return Err(RetryError::NeverRendered(id));
+    }
+    execute!(
+        &mut tx,
+        "UPDATE delivery SET status = 'pending', reason = 'retried by hand', due_at = $3, lease_expires_at = NULL
+         WHERE workspace_id = $1 AND id = $2",
+        [workspace, id, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(())
+}
+
+/// Deletes finished deliveries (and their inbox messages) created before `before`. Pending
+/// deliveries are kept, and the ledger is never pruned. Returns how many were deleted.
+pub async fn prune(
+    store: &crate::store::Store,
+    workspace: &str,
+    before: Timestamp,
+) -> Result<u64, crate::store::StoreError> {
+    const FINISHED: &str =
+        "status IN ('sent', 'skipped', 'suppressed', 'failed', 'dead', 'expired', 'cancelled')";
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        &format!(
+            "DELETE FROM inbox_message WHERE workspace_id = $1 AND delivery_id IN
+             (SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {FINISHED})"
+        ),
+        [workspace, DbTime(before)]
+    )
+    .map_err(|e| store.error(e))?;
+    let deleted = execute!(
+        &mut tx,
+        &format!("DELETE FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {FINISHED}"),
+        [workspace, DbTime(before)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(deleted)
+}

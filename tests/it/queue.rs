@@ -167,3 +167,83 @@ on_both_engines!(
     a_lapsed_lease_is_claimed_again_and_only_the_new_token_settles_,
     a_lapsed_lease_is_claimed_again_and_only_the_new_token_settles
 );
+
+async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touching_the_ledger(
+    url: &str,
+) {
+    let (store, pending) = pending_deliveries(url).await;
+    let first = claim(&store, now()).await.remove(0);
+    let failed = Settlement::Terminal {
+        status: "failed",
+        reason: "400: bad request".into(),
+    };
+    assert!(queue::settle(&store, &first, &failed, now()).await.unwrap());
+    rowfire::deliver::retry(&store, WS, first.id, now())
+        .await
+        .unwrap();
+    let again = claim(&store, now() + SignedDuration::from_secs(1))
+        .await
+        .remove(0);
+    assert_eq!(
+        (again.id, again.attempts),
+        (first.id, 2),
+        "the same id, due again"
+    );
+    assert!(
+        queue::settle(&store, &again, &Settlement::Sent, now())
+            .await
+            .unwrap()
+    );
+    let err = rowfire::deliver::retry(&store, WS, first.id, now())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("only failed or dead deliveries can be retried"),
+        "{err}"
+    );
+
+    let fires_before = fire_count(&store).await;
+    let pruned = rowfire::deliver::prune(&store, WS, now() + SignedDuration::from_hours(24 * 365))
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1, "only the sent delivery was finished");
+    // Only declined_charge was rewound, so every delivery came from the three live rules and
+    // was pending; all but the one sent are still there.
+    assert_eq!(
+        delivery_count(&store).await,
+        pending - 1,
+        "pending deliveries are kept"
+    );
+    assert_eq!(
+        fire_count(&store).await,
+        fires_before,
+        "the ledger is never pruned"
+    );
+}
+on_both_engines!(
+    failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touching_the_ledger_,
+    failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touching_the_ledger
+);
+
+async fn delivery_count(store: &Store) -> usize {
+    let mut tx = store.begin(WS).await.unwrap();
+    let all = rowfire::deliver::list(&mut tx, WS, &Default::default())
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    all.len()
+}
+
+async fn fire_count(store: &Store) -> usize {
+    let mut tx = store.begin(WS).await.unwrap();
+    let mut n = 0;
+    for rule in ["billing_ticket", "billing_heads_up", "third_failed_payment"] {
+        n += rowfire::ledger::fires(&mut tx, WS, rule, None)
+            .await
+            .unwrap()
+            .len();
+    }
+    tx.rollback().await.unwrap();
+    n
+}
