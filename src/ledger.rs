@@ -12,7 +12,7 @@ use crate::cadence::{self, Cadence, Placement};
 use crate::definitions::{Rule, Trigger};
 use crate::row::Row;
 use crate::rules::Mode;
-use crate::store::{Arg, DbTime, StoreTx, fetch_all, fetch_args, values_list};
+use crate::store::{Arg, DbTime, StoreTx, fetch_all, sqlite_sql, values_list};
 
 /// Rows per multi-row statement on SQLite (each fire takes 10 binds); PostgreSQL takes arrays.
 const CHUNK: usize = 1_000;
@@ -115,28 +115,21 @@ async fn count_occurrences(
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_, sqlx::Error>>()?,
         StoreTx::Sqlite(_) => {
-            let mut new = HashSet::new();
-            for (keys, ids) in keys.chunks(CHUNK).zip(ids.chunks(CHUNK)) {
-                let mut args = Vec::with_capacity(keys.len() * 5);
-                for (key, id) in keys.iter().zip(ids) {
-                    args.extend([
-                        Arg::Text(claim.workspace.into()),
-                        Arg::Text(claim.rule.name.clone()),
-                        Arg::Text(claim.mode.to_string()),
-                        Arg::Text(key.clone()),
-                        Arg::Text(id.clone()),
-                    ]);
-                }
-                let sql = format!(
-                    "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id) VALUES {} ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
-                    values_list(keys.len(), 5)
-                );
-                new.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
-                    r.try_get::<String, _>(0)?,
-                    r.try_get::<String, _>(1)?
-                )))?);
-            }
-            new
+            let rows = keys.iter().zip(&ids).map(|(key, id)| {
+                let mut row = fixed(&claim);
+                row.extend([Arg::Text(key.clone()), Arg::Text(id.clone())]);
+                row
+            });
+            sqlite_values(
+                tx,
+                "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id)",
+                "ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
+                rows.collect(),
+                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+            )
+            .await?
+            .into_iter()
+            .collect()
         }
     };
     unique.retain(|(_, k, id)| new.contains(&(k.clone(), id.clone())));
@@ -171,27 +164,22 @@ async fn count_occurrences(
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect::<Result<_, sqlx::Error>>()?,
         StoreTx::Sqlite(_) => {
-            let mut totals = HashMap::new();
-            for (keys, counts) in keys.chunks(CHUNK).zip(counts.chunks(CHUNK)) {
-                let mut args = Vec::with_capacity(keys.len() * 5);
-                for (key, n) in keys.iter().zip(counts) {
-                    args.extend([
-                        Arg::Text(claim.workspace.into()),
-                        Arg::Text(claim.rule.name.clone()),
-                        Arg::Text(claim.mode.to_string()),
-                        Arg::Text(key.clone()),
-                        Arg::Int(*n),
-                    ]);
-                }
-                let sql = format!(
-                    "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count) VALUES {} \
-                     ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
-                     RETURNING dedup_key, count",
-                    values_list(keys.len(), 5)
-                );
-                totals.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?)))?);
-            }
-            totals
+            let rows = keys.iter().zip(&counts).map(|(key, n)| {
+                let mut row = fixed(&claim);
+                row.extend([Arg::Text(key.clone()), Arg::Int(*n)]);
+                row
+            });
+            sqlite_values(
+                tx,
+                "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count)",
+                "ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
+                 RETURNING dedup_key, count",
+                rows.collect(),
+                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
+            )
+            .await?
+            .into_iter()
+            .collect()
         }
     };
     let mut nth = Vec::new();
@@ -262,36 +250,28 @@ async fn insert_fires(
             .collect::<Result<_, sqlx::Error>>()?
         }
         StoreTx::Sqlite(_) => {
-            let mut returned = Vec::new();
-            for chunk in batch.chunks(CHUNK) {
-                let mut args = Vec::with_capacity(chunk.len() * 10);
-                for ((key, bucket), i) in chunk {
-                    let row = &rows[*i];
-                    args.extend([
-                        Arg::Text(claim.workspace.into()),
-                        Arg::Text(claim.rule.name.clone()),
-                        Arg::Text(claim.mode.to_string()),
-                        Arg::Text(key.clone()),
-                        Arg::Text(bucket.clone()),
-                        Arg::Text(claim.trigger.name.clone()),
-                        Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
-                        Arg::Text(row.to_json().to_string()),
-                        Arg::Int(claim.run_id.unwrap_or(0)),
-                        Arg::Time(DbTime(claim.now)),
-                    ]);
-                }
-                let sql = format!(
-                    "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at) VALUES {} \
-                     ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
-                    values_list(chunk.len(), 10)
-                );
-                returned.extend(fetch_args!(&mut *tx, &sql, args, |r| Ok((
-                    r.try_get::<i64, _>(0)?,
-                    r.try_get::<String, _>(1)?,
-                    r.try_get::<String, _>(2)?
-                )))?);
-            }
-            returned
+            let values = batch.iter().map(|((key, bucket), i)| {
+                let row = &rows[*i];
+                let mut values = fixed(&claim);
+                values.extend([
+                    Arg::Text(key.clone()),
+                    Arg::Text(bucket.clone()),
+                    Arg::Text(claim.trigger.name.clone()),
+                    Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
+                    Arg::Text(row.to_json().to_string()),
+                    Arg::Int(claim.run_id.unwrap_or(0)),
+                    Arg::Time(DbTime(claim.now)),
+                ]);
+                values
+            });
+            sqlite_values(
+                tx,
+                "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at)",
+                "ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
+                values.collect(),
+                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
+            )
+            .await?
         }
     };
     let mut fired: Vec<(i64, usize)> = returned
@@ -300,6 +280,49 @@ async fn insert_fires(
         .collect();
     fired.sort_by_key(|(_, i)| *i);
     Ok(fired)
+}
+
+/// The values every row of a claim shares: workspace, rule, mode.
+fn fixed(claim: &Claim<'_>) -> Vec<Arg> {
+    vec![
+        Arg::Text(claim.workspace.into()),
+        Arg::Text(claim.rule.name.clone()),
+        Arg::Text(claim.mode.to_string()),
+    ]
+}
+
+/// SQLite has no arrays: runs `head VALUES (…), (…) tail` over `rows` in chunks, mapping what
+/// each statement returns.
+async fn sqlite_values<T>(
+    tx: &mut StoreTx,
+    head: &str,
+    tail: &str,
+    rows: Vec<Vec<Arg>>,
+    map: impl Fn(&sqlx::sqlite::SqliteRow) -> Result<T, sqlx::Error>,
+) -> Result<Vec<T>, sqlx::Error> {
+    let StoreTx::Sqlite(t) = tx else {
+        unreachable!("only SQLite takes multi-row VALUES here")
+    };
+    let mut out = Vec::new();
+    for chunk in rows.chunks(CHUNK) {
+        let width = chunk.first().map_or(0, Vec::len);
+        let sql = sqlite_sql(&format!(
+            "{head} VALUES {} {tail}",
+            values_list(chunk.len(), width)
+        ));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for arg in chunk.iter().flatten() {
+            q = match arg {
+                Arg::Text(s) => q.bind(s.clone()),
+                Arg::Int(i) => q.bind(*i),
+                Arg::Time(t) => q.bind(*t),
+            };
+        }
+        for row in q.fetch_all(&mut **t).await? {
+            out.push(map(&row)?);
+        }
+    }
+    Ok(out)
 }
 
 /// One stored fire.

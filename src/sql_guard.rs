@@ -141,24 +141,19 @@ pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
     })
 }
 
-/// Checks SQL whose source's engine is not known yet (no `type`, no DSN at hand), with a
-/// dialect that accepts the syntax of every supported engine. The real dialect is checked again
-/// when the source is connected.
+/// Checks SQL whose source's engine is not known yet (no `type`, no DSN at hand): it passes when
+/// it is one read-only query in any supported dialect. The real dialect is checked again when the
+/// source is connected.
 pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
-    if sql.len() > MAX_SQL_BYTES {
-        return Err(GuardError::TooLong(sql.len()));
+    match check(sql, Dialect::Postgres) {
+        Ok(_) => Ok(()),
+        Err(postgres @ GuardError::Parse { .. }) => match check(sql, Dialect::Sqlite) {
+            Ok(_) => Ok(()),
+            Err(GuardError::Parse { .. }) => Err(postgres),
+            Err(refused) => Err(refused),
+        },
+        Err(refused) => Err(refused),
     }
-    let sql = sql.to_string();
-    on_big_stack(move || {
-        let statements =
-            Parser::parse_sql(&sqlparser::dialect::GenericDialect {}, &sql).map_err(|e| {
-                GuardError::Parse {
-                    dialect: Dialect::Postgres,
-                    message: e.to_string(),
-                }
-            })?;
-        inspect_statements(statements, Dialect::Postgres).map(|_| ())
-    })
 }
 
 fn inspect_statements(

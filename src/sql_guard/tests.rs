@@ -396,3 +396,20 @@ fn authors_placeholders_are_bound_directly_instead_of_wrapping_the_window() {
     assert!(r.sql.contains("IS NOT NULL"), "{}", r.sql);
     assert_eq!(r.binds.len(), 2);
 }
+
+#[test]
+fn sql_of_an_undeclared_engine_passes_in_whichever_dialect_reads_it() {
+    check_any_dialect("SELECT id, at FROM t WHERE doc ? 'k'").unwrap();
+    check_any_dialect("SELECT `id`, at FROM t").unwrap();
+    assert!(matches!(
+        check_any_dialect("DELETE FROM t"),
+        Err(GuardError::NotAQuery(_))
+    ));
+    assert!(matches!(
+        check_any_dialect("SELEKT"),
+        Err(GuardError::Parse {
+            dialect: Dialect::Postgres,
+            ..
+        })
+    ));
+}

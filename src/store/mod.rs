@@ -162,45 +162,7 @@ macro_rules! execute {
     }};
 }
 
-/// Like [`fetch_all!`] with a run-time list of [`Arg`]s.
-macro_rules! fetch_args {
-    ($tx:expr, $sql:expr, $args:expr, |$row:ident| $map:expr) => {{
-        match $tx {
-            $crate::store::StoreTx::Postgres(tx) => {
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(String::from($sql)));
-                for a in $args {
-                    q = match a {
-                        $crate::store::Arg::Text(s) => q.bind(s),
-                        $crate::store::Arg::Int(i) => q.bind(i),
-                        $crate::store::Arg::Time(t) => q.bind(t),
-                    };
-                }
-                q.fetch_all(&mut **tx).await.and_then(|rows| {
-                    rows.iter()
-                        .map(|$row| $map)
-                        .collect::<Result<Vec<_>, sqlx::Error>>()
-                })
-            }
-            $crate::store::StoreTx::Sqlite(tx) => {
-                let mut q = sqlx::query(sqlx::AssertSqlSafe($crate::store::sqlite_sql($sql)));
-                for a in $args {
-                    q = match a {
-                        $crate::store::Arg::Text(s) => q.bind(s),
-                        $crate::store::Arg::Int(i) => q.bind(i),
-                        $crate::store::Arg::Time(t) => q.bind(t),
-                    };
-                }
-                q.fetch_all(&mut **tx).await.and_then(|rows| {
-                    rows.iter()
-                        .map(|$row| $map)
-                        .collect::<Result<Vec<_>, sqlx::Error>>()
-                })
-            }
-        }
-    }};
-}
-
-pub(crate) use {execute, fetch_all, fetch_args};
+pub(crate) use {execute, fetch_all};
 
 impl Store {
     /// Opens the control plane named by `ROWFIRE_DATABASE_URL` (default `sqlite://rowfire.db`).
