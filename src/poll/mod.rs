@@ -200,15 +200,23 @@ impl Poller {
         Ok(reports)
     }
 
-    /// Polls due triggers until `stop` turns true, resting up to a second when nothing is due.
-    /// A poll in progress finishes and settles before the loop ends.
+    /// Polls due triggers until `stop` turns true, resting up to a second when nothing is due or
+    /// the control plane fails. A poll in progress finishes and settles before the loop ends.
     pub async fn run_until(
         &self,
         mut stop: tokio::sync::watch::Receiver<bool>,
         on_report: impl Fn(&PollReport),
-    ) -> Result<(), PollError> {
+    ) {
         while !*stop.borrow() {
-            let reports = self.poll_due().await?;
+            // A control plane that is down or restarting delays work; the worker waits it out
+            // instead of exiting, and leases it held lapse and are taken over.
+            let reports = match self.poll_due().await {
+                Ok(reports) => reports,
+                Err(e) => {
+                    tracing::error!(error = %e, "polling failed; retrying in a second");
+                    Vec::new()
+                }
+            };
             for r in &reports {
                 on_report(r);
             }
@@ -219,7 +227,6 @@ impl Poller {
                 }
             }
         }
-        Ok(())
     }
 
     /// Polls one leased trigger and says how to settle it. Never settles by itself, so a test

@@ -429,3 +429,54 @@ async fn the_worker_stops_cleanly_on_sigterm() {
         "{rest}"
     );
 }
+
+/// A control plane that fails under a running worker delays work; it does not stop the worker.
+#[tokio::test]
+async fn the_worker_keeps_running_when_the_control_plane_fails() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let cp = format!("sqlite://{}", dir.path().join("rowfire.db").display());
+    let env = [("ROWFIRE_DATABASE_URL", cp.as_str())];
+    assert!(
+        rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env)
+            .status
+            .success()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rowfire"))
+        .arg("worker")
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut wait_for = |needle: &str| {
+        let mut line = String::new();
+        while !line.contains(needle) {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "the worker exited before printing {needle:?}"
+            );
+        }
+    };
+    wait_for("worker running");
+    let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&cp)
+        .await
+        .unwrap();
+    sqlx::raw_sql("DROP TABLE trigger_state")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    wait_for("polling failed; retrying");
+    wait_for("polling failed; retrying");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(
+        child.wait().unwrap().success(),
+        "the worker stopped cleanly after the failures"
+    );
+}
