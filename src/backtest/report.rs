@@ -48,7 +48,7 @@ pub struct Sample {
 }
 
 /// A backtest's findings. Printed for people by `Display`, for scripts as JSON.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     /// The rule.
     pub rule: String,
@@ -116,21 +116,8 @@ impl Report {
             days: opts.days,
             since: window.since.to_string(),
             until: window.until.to_string(),
-            rows_matched: 0,
-            fires: 0,
-            collapsed: 0,
-            distinct_keys: 0,
-            null_clock_rows: 0,
-            null_key_rows: 0,
-            null_anchor_rows: 0,
-            per_day: Vec::new(),
-            busiest_day: None,
-            quietest_day: None,
-            longest_zero_run: None,
-            query_ms: 0,
-            pages: 0,
-            samples: Vec::new(),
             caveat: CAVEAT,
+            ..Report::default()
         }
     }
 
@@ -290,31 +277,7 @@ mod tests {
 
     #[test]
     fn ties_for_busiest_and_quietest_go_to_the_earliest_day() {
-        let mut r = Report {
-            rule: String::new(),
-            trigger: String::new(),
-            cadence: String::new(),
-            source: String::new(),
-            time_zone: "UTC".into(),
-            days: 3,
-            since: String::new(),
-            until: String::new(),
-            rows_matched: 0,
-            fires: 0,
-            collapsed: 0,
-            distinct_keys: 0,
-            null_clock_rows: 0,
-            null_key_rows: 0,
-            null_anchor_rows: 0,
-            per_day: Vec::new(),
-            busiest_day: None,
-            quietest_day: None,
-            longest_zero_run: None,
-            query_ms: 0,
-            pages: 0,
-            samples: Vec::new(),
-            caveat: CAVEAT,
-        };
+        let mut r = Report::default();
         r.set_days("2026-11-01".parse().unwrap(), &[3, 0, 3, 0]);
         assert_eq!(r.busiest_day.unwrap().date, "2026-11-01");
         assert_eq!(r.quietest_day.unwrap().date, "2026-11-02");

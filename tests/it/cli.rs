@@ -383,46 +383,71 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     );
 }
 
+/// A `rowfire worker` run in the background, its stderr read line by line.
+struct Worker {
+    child: std::process::Child,
+    stderr: std::io::BufReader<std::process::ChildStderr>,
+}
+
+impl Worker {
+    /// Pushes the sample definitions into `env`'s control plane and starts a worker on it.
+    fn start(env: &[(&str, &str)]) -> Worker {
+        assert!(
+            rowfire(&["push", "-f", "examples/saas/definitions.yaml"], env)
+                .status
+                .success()
+        );
+        let mut child = Command::new(env!("CARGO_BIN_EXE_rowfire"))
+            .arg("worker")
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut worker = Worker { child, stderr };
+        worker.wait_for("worker running");
+        worker
+    }
+
+    /// Reads stderr until a line contains `needle`; fails if the worker exits first.
+    fn wait_for(&mut self, needle: &str) {
+        use std::io::BufRead;
+        let mut line = String::new();
+        while !line.contains(needle) {
+            line.clear();
+            assert!(
+                self.stderr.read_line(&mut line).unwrap() > 0,
+                "the worker exited before printing {needle:?}"
+            );
+        }
+    }
+
+    /// Sends SIGTERM and returns the exit status and the rest of stderr.
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let killed = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = self.child.wait().unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.stderr, &mut rest).unwrap();
+        (status, rest)
+    }
+}
+
 #[tokio::test]
 async fn the_worker_stops_cleanly_on_sigterm() {
-    use std::io::{BufRead, BufReader};
     let db = TestSqlite::new();
     sample_source(&db.url, 100).await;
     let dir = tempfile::tempdir().unwrap();
     let cp = format!("sqlite://{}", dir.path().join("rowfire.db").display());
-    let env = [
+    let worker = Worker::start(&[
         ("ROWFIRE_DATABASE_URL", cp.as_str()),
         ("SAMPLE_DATABASE_URL", db.url.as_str()),
-    ];
-    assert!(
-        rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env)
-            .status
-            .success()
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rowfire"))
-        .arg("worker")
-        .envs(env)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("worker running") {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the worker exited before running"
-        );
-    }
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    ]);
+    let (status, rest) = worker.terminate();
     assert!(status.success(), "{status:?} {rest}");
     assert!(
         rest.contains("stopping: finishing the polls in progress"),
@@ -433,34 +458,9 @@ async fn the_worker_stops_cleanly_on_sigterm() {
 /// A control plane that fails under a running worker delays work; it does not stop the worker.
 #[tokio::test]
 async fn the_worker_keeps_running_when_the_control_plane_fails() {
-    use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let cp = format!("sqlite://{}", dir.path().join("rowfire.db").display());
-    let env = [("ROWFIRE_DATABASE_URL", cp.as_str())];
-    assert!(
-        rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env)
-            .status
-            .success()
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rowfire"))
-        .arg("worker")
-        .envs(env)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut wait_for = |needle: &str| {
-        let mut line = String::new();
-        while !line.contains(needle) {
-            line.clear();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "the worker exited before printing {needle:?}"
-            );
-        }
-    };
-    wait_for("worker running");
+    let mut worker = Worker::start(&[("ROWFIRE_DATABASE_URL", cp.as_str())]);
     let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&cp)
         .await
         .unwrap();
@@ -468,15 +468,11 @@ async fn the_worker_keeps_running_when_the_control_plane_fails() {
         .execute(&mut c)
         .await
         .unwrap();
-    wait_for("polling failed; retrying");
-    wait_for("polling failed; retrying");
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    worker.wait_for("polling failed; retrying");
+    worker.wait_for("polling failed; retrying");
+    let (status, rest) = worker.terminate();
     assert!(
-        child.wait().unwrap().success(),
-        "the worker stopped cleanly after the failures"
+        status.success(),
+        "the worker stopped cleanly after the failures: {status:?} {rest}"
     );
 }

@@ -105,6 +105,25 @@ async fn ties_source(url: &str) -> Source {
     Source::connect(&def, url).await.unwrap()
 }
 
+/// Reads the `events` table of [`tie_rows`] in pages of four and checks each row came once.
+async fn ties_are_read_once(url: &str) {
+    let source = ties_source(url).await;
+    let (mut ids, pages) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        all_time(),
+    )
+    .await;
+    ids.sort();
+    assert_eq!(ids, (1..=14).collect::<Vec<_>>());
+    assert_eq!(
+        pages, 2,
+        "the first page grows to hold the whole run of ties"
+    );
+}
+
 /// Ten rows share one (clock, key) and straddle page boundaries of four rows.
 fn tie_rows() -> Vec<(i64, &'static str, &'static str)> {
     let mut rows = vec![
@@ -138,21 +157,7 @@ async fn rows_tied_on_clock_and_key_across_a_page_boundary_are_read_once_on_sqli
             .await
             .unwrap();
     }
-    let source = ties_source(&db.url).await;
-    let (mut ids, pages) = read_ids(
-        &source,
-        "SELECT id, k, at FROM events",
-        "at",
-        &["k".into()],
-        all_time(),
-    )
-    .await;
-    ids.sort();
-    assert_eq!(ids, (1..=14).collect::<Vec<_>>());
-    assert_eq!(
-        pages, 2,
-        "the first page grows to hold the whole run of ties"
-    );
+    ties_are_read_once(&db.url).await;
 }
 
 #[tokio::test]
@@ -177,21 +182,7 @@ async fn rows_tied_on_clock_and_key_across_a_page_boundary_are_read_once_on_post
         .await
         .unwrap();
     }
-    let source = ties_source(&pg.url).await;
-    let (mut ids, pages) = read_ids(
-        &source,
-        "SELECT id, k, at FROM events",
-        "at",
-        &["k".into()],
-        all_time(),
-    )
-    .await;
-    ids.sort();
-    assert_eq!(ids, (1..=14).collect::<Vec<_>>());
-    assert_eq!(
-        pages, 2,
-        "the first page grows to hold the whole run of ties"
-    );
+    ties_are_read_once(&pg.url).await;
 }
 
 #[tokio::test]
