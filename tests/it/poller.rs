@@ -44,6 +44,14 @@ impl World {
         }
     }
 
+    /// The sample pushed, declined_charge rewound over 120 days and polled once.
+    async fn declines_polled(control_plane: &str) -> World {
+        let w = World::new(control_plane, SAMPLE_DEFINITIONS).await;
+        w.rewind("declined_charge", DAYS_120).await;
+        w.poll().await;
+        w
+    }
+
     fn poller(&self, name: &str) -> Poller {
         let url = self.sample.url.clone();
         Poller::new(
@@ -293,9 +301,7 @@ on_both_engines!(
 );
 
 async fn replaying_a_poll_never_shifts_a_once_per_n_count(url: &str) {
-    let w = World::new(url, SAMPLE_DEFINITIONS).await;
-    w.rewind("declined_charge", DAYS_120).await;
-    w.poll().await;
+    let w = World::declines_polled(url).await;
     let first: Vec<(String, String)> = w
         .fires("third_failed_payment")
         .await
@@ -355,9 +361,7 @@ on_both_engines!(
 );
 
 async fn promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow(url: &str) {
-    let w = World::new(url, SAMPLE_DEFINITIONS).await;
-    w.rewind("declined_charge", DAYS_120).await;
-    w.poll().await;
+    let w = World::declines_polled(url).await;
     let shadow = w.fires("billing_ticket").await;
     assert!(!shadow.is_empty() && shadow.iter().all(|f| f.mode == "shadow"));
     rules::set_mode(&w.store, WS, "billing_ticket", Mode::Live, w.clock.now())
@@ -394,9 +398,7 @@ async fn deliveries(w: &World) -> Vec<rowfire::deliver::Delivery> {
 }
 
 async fn every_fire_is_written_with_its_deliveries_shadow_ones_suppressed(url: &str) {
-    let w = World::new(url, SAMPLE_DEFINITIONS).await;
-    w.rewind("declined_charge", DAYS_120).await;
-    w.poll().await;
+    let w = World::declines_polled(url).await;
     let fires = w.fires("billing_ticket").await;
     let ds: Vec<_> = deliveries(&w)
         .await
