@@ -5,8 +5,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
 use rowfire::definitions::{self, Definitions, versions};
+use rowfire::deliver::client::Client;
+use rowfire::deliver::egress;
+use rowfire::deliver::sender::{self, Sender};
 use rowfire::poll::Poller;
 use rowfire::rules::{self, Mode};
+use rowfire::secret::MasterKey;
 use rowfire::source::dialect_of;
 use rowfire::sql_guard::{self, Shape, Window};
 use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
@@ -15,8 +19,29 @@ use rowfire::{demo, poll};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) async fn worker(store: Store, once: bool, concurrency: usize) -> Result<ExitCode> {
+/// How a worker process runs.
+pub(crate) struct WorkerOptions {
+    pub once: bool,
+    pub concurrency: usize,
+    pub poll_only: bool,
+}
+
+/// A sender for this process: the egress policy and master key from the environment.
+pub(crate) fn sender(store: &Store, clock: Clock) -> Result<Sender> {
+    let policy = egress::Policy::from_env().map_err(|e| anyhow!(e))?;
+    let key = MasterKey::from_env().map_err(|e| e.to_string());
+    Ok(Sender::new(
+        store.clone(),
+        Client::new(policy),
+        clock,
+        key,
+        sender::Config::default(),
+    ))
+}
+
+pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let concurrency = opts.concurrency;
     let pollers: Vec<Poller> = (0..concurrency)
         .map(|i| {
             Poller::new(
@@ -27,7 +52,10 @@ pub(crate) async fn worker(store: Store, once: bool, concurrency: usize) -> Resu
             )
         })
         .collect();
-    if once {
+    let senders: Vec<Sender> = (0..concurrency)
+        .map(|_| sender(&store, Clock::system()))
+        .collect::<Result<_>>()?;
+    if opts.once {
         let mut all = Vec::new();
         for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
             all.extend(batch?);
@@ -36,22 +64,35 @@ pub(crate) async fn worker(store: Store, once: bool, concurrency: usize) -> Resu
         for report in &all {
             print!("{report}");
         }
+        let sent = senders[0].drain().await?;
+        if sent.claimed > 0 {
+            print!("{sent}");
+        }
         return Ok(ExitCode::SUCCESS);
+    }
+    if !opts.poll_only {
+        store.listen_for_work();
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        eprintln!("stopping: finishing the polls in progress");
+        eprintln!("stopping: finishing the polls and sends in progress");
         let _ = stop_tx.send(true);
     });
     eprintln!(
-        "worker running on {} with {concurrency} poller(s); ctrl-c to stop",
-        store.shown()
+        "worker running on {} with {concurrency} poller(s) and {concurrency} sender(s){}; ctrl-c to stop",
+        store.shown(),
+        if opts.poll_only { ", poll-only" } else { "" }
     );
-    let loops = pollers
+    let polls = pollers
         .iter()
         .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
-    futures_util::future::join_all(loops).await;
+    let sends = senders.iter().map(|s| s.run_until(stop_rx.clone()));
+    futures_util::future::join(
+        futures_util::future::join_all(polls),
+        futures_util::future::join_all(sends),
+    )
+    .await;
     Ok(ExitCode::SUCCESS)
 }
 

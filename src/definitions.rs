@@ -112,6 +112,19 @@ pub struct Rule {
     pub timezone: TimeZone,
     /// What happens when it fires.
     pub actions: Vec<Binding>,
+    /// A delivery not sent this long after it was due is expired, never sent.
+    pub expire_after: Option<jiff::SignedDuration>,
+    /// At most this many deliveries per recipient over a rolling window, per mode.
+    pub frequency_cap: Option<FrequencyCap>,
+}
+
+/// A rule's cap on deliveries to one recipient over a rolling window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrequencyCap {
+    /// Deliveries allowed in the window.
+    pub max: u32,
+    /// The window's length.
+    pub per: jiff::SignedDuration,
 }
 
 /// A SHA-256 hex digest of a canonical JSON value.

@@ -17,6 +17,8 @@ pub mod demo;
 pub mod explanation;
 /// The deterministic sample B2B SaaS database.
 pub mod fixture;
+/// Integrations at run time: enabled or disabled, and the pace every worker shares.
+pub mod integrations;
 /// The fire ledger: exactly-once claims.
 pub mod ledger;
 /// The poller: trigger state (watermarks, leases).

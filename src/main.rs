@@ -143,19 +143,25 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         reason: Vec<String>,
     },
-    /// Poll due triggers and claim their fires (and, later, deliver).
+    /// Poll due triggers, claim their fires, and send their deliveries.
     ///
     /// `--once` polls every due trigger once and prints `TRIGGER: matched=N fired=X already=Y`
-    /// and one line per rule. Without it, the worker runs until ctrl-c or SIGTERM, finishing the
-    /// polls it holds. Any number of workers may share one PostgreSQL control plane.
+    /// and one line per rule, then sends what is due and prints `deliveries: …`. Without it, the
+    /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
+    /// workers may share one PostgreSQL control plane. Outbound requests go only to public
+    /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
+    ///
     /// Example: rowfire worker --once
     Worker {
-        /// Poll every due trigger once, print what happened, and exit.
+        /// Poll every due trigger once, send what is due, print what happened, and exit.
         #[arg(long)]
         once: bool,
-        /// Pollers in this process.
+        /// Pollers and senders in this process.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
+        /// Do not LISTEN for work (for connection poolers): idle senders look every second.
+        #[arg(long)]
+        poll_only: bool,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).
@@ -389,10 +395,19 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker { once, concurrency } => {
+        Command::Worker {
+            once,
+            concurrency,
+            poll_only,
+        } => {
             let store = Store::from_env().await?;
             store.migrate().await?;
-            worker(store, once, concurrency.max(1)).await
+            let opts = cli::WorkerOptions {
+                once,
+                concurrency: concurrency.max(1),
+                poll_only,
+            };
+            worker(store, opts).await
         }
         Command::Why { rule, key, days } => {
             let store = open_store().await?;

@@ -185,6 +185,98 @@ impl MasterKey {
     }
 }
 
+/// Why a stored secret could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredSecretError {
+    /// The key or the sealed value.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The control plane.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// The context a secret is sealed under: its workspace, owner and name, so a sealed value copied
+/// to another row does not open.
+fn context(workspace: &str, owner: &str, name: &str) -> String {
+    format!("{workspace}:{owner}:{name}")
+}
+
+/// Seals and stores a secret (replacing any earlier value) for `owner`, such as
+/// `integration:slack` or `source:billing`.
+pub async fn put(
+    store: &crate::store::Store,
+    key: &MasterKey,
+    workspace: &str,
+    owner: &str,
+    name: &str,
+    plaintext: &str,
+    now: jiff::Timestamp,
+) -> Result<(), StoredSecretError> {
+    use crate::store::{DbTime, execute};
+    let sealed = key.seal(&context(workspace, owner, name), plaintext);
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        "INSERT INTO secret (workspace_id, owner, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (workspace_id, owner, name) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, updated_at = excluded.updated_at",
+        [workspace, owner, name, key.id(), sealed, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(())
+}
+
+/// The names of the secrets stored for `owner` (never their values).
+pub async fn names(
+    store: &crate::store::Store,
+    workspace: &str,
+    owner: &str,
+) -> Result<Vec<String>, crate::store::StoreError> {
+    Ok(sealed(store, workspace, owner)
+        .await?
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect())
+}
+
+async fn sealed(
+    store: &crate::store::Store,
+    workspace: &str,
+    owner: &str,
+) -> Result<Vec<(String, String)>, crate::store::StoreError> {
+    use crate::store::fetch_all;
+    use sqlx::Row as _;
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT name, sealed FROM secret WHERE workspace_id = $1 AND owner = $2 ORDER BY name",
+        [workspace, owner],
+        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// Opens every secret stored for `owner`, by name. A secret sealed under another master key
+/// fails loudly and says which key it needs.
+pub async fn open_all(
+    store: &crate::store::Store,
+    key: &MasterKey,
+    workspace: &str,
+    owner: &str,
+) -> Result<std::collections::BTreeMap<String, String>, StoredSecretError> {
+    sealed(store, workspace, owner)
+        .await?
+        .into_iter()
+        .map(|(name, sealed)| {
+            let plain = key.open(&context(workspace, owner, &name), &sealed)?;
+            Ok((name, plain))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,16 @@ const TOP_KEYS: &[&str] = &[
     "triggers",
     "rules",
 ];
-const INTEGRATION_KEYS: &[&str] = &["catalog", "base_url"];
+const INTEGRATION_KEYS: &[&str] = &[
+    "catalog",
+    "description",
+    "base_url",
+    "auth",
+    "signing",
+    "timeout_ms",
+    "rate_limit",
+    "actions",
+];
 const BINDING_KEYS: &[&str] = &["action", "params", "recipient"];
 const SOURCE_KEYS: &[&str] = &["type", "dsn_env", "statement_timeout_ms", "max_rows"];
 const TRIGGER_KEYS: &[&str] = &[
@@ -43,6 +52,8 @@ const RULE_KEYS: &[&str] = &[
     "timezone",
     "anchor",
     "actions",
+    "expire_after",
+    "frequency_cap",
 ];
 const ANCHOR_KEYS: &[&str] = &[
     "column",
@@ -150,6 +161,11 @@ impl Cx {
                 None
             }
         }
+    }
+
+    fn optional_duration(&mut self, m: &Mapping, key: &str, path: &str) -> Option<SignedDuration> {
+        m.get(key)?;
+        Some(self.duration(m, key, path, SignedDuration::ZERO))
     }
 
     fn duration(

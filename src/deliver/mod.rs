@@ -4,9 +4,11 @@
 //! for a sender.
 
 pub mod catalog;
+pub mod client;
 pub mod egress;
 pub mod outcome;
 pub mod queue;
+pub mod sender;
 pub mod webhook;
 
 use jiff::Timestamp;
@@ -112,8 +114,8 @@ pub fn render(
     })
 }
 
-/// Writes the deliveries of one new fire inside the claim's transaction. Returns how many were
-/// written.
+/// Writes the deliveries of one new fire inside the claim's transaction. Returns how many wait
+/// in the queue for a sender (announce them with [`queue::announce`] before committing).
 #[allow(clippy::too_many_arguments)]
 pub async fn enqueue(
     tx: &mut StoreTx,
@@ -127,23 +129,34 @@ pub async fn enqueue(
     now: Timestamp,
 ) -> Result<usize, sqlx::Error> {
     let ctx = context(row, rule, trigger, now);
+    let mut queued = 0;
     for (index, binding) in rule.actions.iter().enumerate() {
         let rendered = render(defs, binding, &ctx);
         let in_process = defs
             .integration(&binding.integration)
             .is_some_and(|i| i.spec.base_url == INBOX_URL);
+        let capped = match (&rendered, rule.frequency_cap) {
+            (Ok(r), Some(cap)) => capped(tx, workspace, rule, mode, &r.recipient, cap, now).await?,
+            _ => None,
+        };
         let (status, reason, sent_at) = match (&rendered, mode) {
             (Err(e), _) => ("failed", Some(e.to_string()), None),
-            (Ok(_), Mode::Shadow) => ("suppressed", Some("shadow".to_string()), None),
+            (Ok(_), Mode::Shadow) => (
+                "suppressed",
+                Some(capped.map_or("shadow".to_string(), |c| format!("shadow; {c}"))),
+                None,
+            ),
+            (Ok(_), Mode::Live) if capped.is_some() => ("suppressed", capped, None),
             (Ok(_), Mode::Live) if in_process => ("sent", None, Some(DbTime(now))),
             (Ok(_), Mode::Live) => ("pending", None, None),
         };
+        queued += usize::from(status == "pending");
         let request = rendered.as_ref().ok();
         let id = fetch_all!(
             &mut *tx,
             "INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, recipient, method, url, headers, body,
-                                   status, reason, due_at, created_at, sent_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16) RETURNING id",
+                                   status, reason, due_at, created_at, sent_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17) RETURNING id",
             [
                 workspace,
                 fire_id,
@@ -160,7 +173,8 @@ pub async fn enqueue(
                 status,
                 reason,
                 DbTime(now),
-                sent_at
+                sent_at,
+                rule.expire_after.map(|e| DbTime(now + e))
             ],
             |r| r.try_get::<i64, _>(0)
         )?[0];
@@ -179,7 +193,34 @@ pub async fn enqueue(
             )?;
         }
     }
-    Ok(rule.actions.len())
+    Ok(queued)
+}
+
+/// Whether a rule's frequency cap holds back one more delivery to `recipient` in `mode`: counts
+/// what was (or, in shadow, would have been) sent to them by this rule over the rolling window.
+async fn capped(
+    tx: &mut StoreTx,
+    workspace: &str,
+    rule: &Rule,
+    mode: Mode,
+    recipient: &str,
+    cap: crate::definitions::FrequencyCap,
+    now: Timestamp,
+) -> Result<Option<String>, sqlx::Error> {
+    let recent = fetch_all!(
+        &mut *tx,
+        "SELECT COUNT(*) FROM delivery
+         WHERE workspace_id = $1 AND rule_name = $2 AND mode = $3 AND recipient = $4 AND created_at > $5
+           AND (status IN ('pending', 'sent') OR reason = 'shadow')",
+        [workspace, &rule.name, mode.to_string(), recipient, DbTime(now - cap.per)],
+        |r| r.try_get::<i64, _>(0)
+    )?[0];
+    Ok((recent >= i64::from(cap.max)).then(|| {
+        format!(
+            "frequency cap: {recipient} already had {recent} in the last {:#}",
+            cap.per
+        )
+    }))
 }
 
 /// One delivery as stored.

@@ -128,11 +128,13 @@ pub fn judge(
             reason: format!("after {attempt} attempts: {reason}"),
         };
     };
+    // The destination's own Retry-After (capped) replaces the schedule: it knows when it can take
+    // the request again. Without one, the schedule spreads retries by ±10%.
     let spread = 1.0 + (jitter.clamp(0.0, 1.0) - 0.5) * 0.2;
-    let mut wait = SignedDuration::from_secs_f64(base.as_secs_f64() * spread);
-    if let Some(asked) = retry_after {
-        wait = wait.max(asked.min(RETRY_AFTER_CAP));
-    }
+    let wait = match retry_after {
+        Some(asked) => asked.clamp(SignedDuration::ZERO, RETRY_AFTER_CAP),
+        None => SignedDuration::from_secs_f64(base.as_secs_f64() * spread),
+    };
     Verdict::Retry {
         at: now + wait,
         reason,
@@ -244,9 +246,9 @@ mod tests {
             body: String::new(),
         };
         assert_eq!(
-            wait(&judge(&asked("2"), 1, t0(), false, 0.5)),
-            SignedDuration::from_secs(5),
-            "never sooner than the schedule"
+            wait(&judge(&asked("2"), 1, t0(), false, 0.9)),
+            SignedDuration::from_secs(2),
+            "the destination's word replaces the schedule, without jitter"
         );
         assert_eq!(
             wait(&judge(&asked("120"), 1, t0(), false, 0.5)),

@@ -22,35 +22,100 @@ pub struct Claimed {
     pub workspace: String,
     /// The fencing token this claim holds.
     pub token: i64,
+    /// The integration's name.
+    pub integration: String,
     /// `integration.action`.
     pub action: String,
     /// HTTP method.
     pub method: Option<String>,
     /// Full URL.
     pub url: Option<String>,
+    /// Rendered headers (a JSON object), never credentials.
+    pub headers: Option<String>,
     /// Rendered body.
     pub body: Option<String>,
     /// Attempts so far, this one included.
     pub attempts: i64,
+    /// When it was due.
+    pub due_at: Timestamp,
+    /// After this it must not be sent.
+    pub expires_at: Option<Timestamp>,
 }
+
+impl Claimed {
+    /// The action's name within its integration.
+    pub fn action_name(&self) -> &str {
+        self.action
+            .split_once('.')
+            .map_or(self.action.as_str(), |(_, a)| a)
+    }
+}
+
+/// One try at sending, as recorded in `delivery_attempt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// When the request started.
+    pub started_at: Timestamp,
+    /// How long it took, in milliseconds.
+    pub latency_ms: i64,
+    /// The HTTP status, if an answer came.
+    pub status_code: Option<u16>,
+    /// `None` on success; else `http_status`, `rejected` (a 2xx saying `"ok": false`),
+    /// `timeout`, `network` or `refused`.
+    pub error_class: Option<&'static str>,
+    /// The start of the answer's body.
+    pub response: Option<String>,
+}
+
+// Claimable: pending, due, not leased (or the lease lapsed), and its integration neither disabled
+// nor paused (a shared rate limit or a 429 pauses it). The partial index over pending rows keeps
+// this fast however many deliveries were sent.
+const CLAIMABLE: &str = "SELECT id FROM delivery
+        WHERE status = 'pending' AND due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
+          AND NOT EXISTS (SELECT 1 FROM integration_state s
+                          WHERE s.workspace_id = delivery.workspace_id AND s.name = delivery.integration
+                            AND (s.disabled_at IS NOT NULL OR s.paused_until > $1))
+        ORDER BY due_at, id LIMIT $2";
+
+const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at";
 
 // The selection runs exactly once (a MATERIALIZED CTE), so the claim never returns more than the
 // limit, and SKIP LOCKED keeps concurrent claimers off each other's rows.
-const CLAIM_PG: &str = "WITH due AS MATERIALIZED (
-        SELECT id FROM delivery
-        WHERE status = 'pending' AND due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-        ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-    UPDATE delivery AS d SET claimed_at = $1, lease_expires_at = $3, fencing_token = d.fencing_token + 1, attempts = d.attempts + 1
-    FROM due WHERE d.id = due.id
-    RETURNING d.id, d.workspace_id, d.fencing_token, d.integration, d.action, d.method, d.url, d.body, d.attempts";
+fn claim_pg() -> String {
+    format!(
+        "WITH due AS MATERIALIZED ({CLAIMABLE} FOR UPDATE SKIP LOCKED)
+         UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = delivery.fencing_token + 1, attempts = delivery.attempts + 1
+         FROM due WHERE delivery.id = due.id
+         RETURNING {}",
+        CLAIMED_COLUMNS
+            .split(", ")
+            .map(|c| format!("delivery.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
 
 // SQLite has one writer at a time (BEGIN IMMEDIATE), so the selection needs no row locks.
-const CLAIM_SQLITE: &str = "UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = fencing_token + 1, attempts = attempts + 1
-    WHERE id IN (
-        SELECT id FROM delivery
-        WHERE status = 'pending' AND due_at <= $1 AND (lease_expires_at IS NULL OR lease_expires_at <= $1)
-        ORDER BY due_at, id LIMIT $2)
-    RETURNING id, workspace_id, fencing_token, integration, action, method, url, body, attempts";
+fn claim_sqlite() -> String {
+    format!(
+        "UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = fencing_token + 1, attempts = attempts + 1
+         WHERE id IN ({CLAIMABLE})
+         RETURNING {CLAIMED_COLUMNS}"
+    )
+}
+
+/// Announces queued work to idle workers in other processes, once per transaction (PostgreSQL
+/// delivers the NOTIFY at commit and folds repeats). Callers also call [`Store::wake`] after
+/// committing, for this process. A no-op on SQLite.
+pub async fn announce(tx: &mut crate::store::StoreTx) -> Result<(), sqlx::Error> {
+    if let crate::store::StoreTx::Postgres(t) = tx {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(crate::store::WORK_CHANNEL)
+            .execute(&mut **t)
+            .await?;
+    }
+    Ok(())
+}
 
 /// Claims up to `limit` due deliveries, oldest due first, across workspaces (one of the few
 /// statements that finds work before knowing whose it is).
@@ -61,19 +126,20 @@ pub async fn claim_due(
     lease: SignedDuration,
 ) -> Result<Vec<Claimed>, StoreError> {
     let sql = match store.dialect() {
-        Dialect::Postgres => CLAIM_PG,
-        Dialect::Sqlite => CLAIM_SQLITE,
+        Dialect::Postgres => claim_pg(),
+        Dialect::Sqlite => claim_sqlite(),
     };
     let claimed = async {
         let mut tx = store.begin_unscoped().await?;
         let rows = fetch_all!(
             &mut tx,
-            sql,
+            &sql,
             [DbTime(now), limit, DbTime(now + lease)],
             |r| Ok(Claimed {
                 id: r.try_get(0)?,
                 workspace: r.try_get(1)?,
                 token: r.try_get(2)?,
+                integration: r.try_get(3)?,
                 action: format!(
                     "{}.{}",
                     r.try_get::<String, _>(3)?,
@@ -81,8 +147,11 @@ pub async fn claim_due(
                 ),
                 method: r.try_get(5)?,
                 url: r.try_get(6)?,
-                body: r.try_get(7)?,
-                attempts: r.try_get(8)?,
+                headers: r.try_get(7)?,
+                body: r.try_get(8)?,
+                attempts: r.try_get(9)?,
+                due_at: r.try_get::<DbTime, _>(10)?.0,
+                expires_at: r.try_get::<Option<DbTime>, _>(11)?.map(|t| t.0),
             })
         )?;
         tx.commit().await?;
@@ -103,6 +172,14 @@ pub enum Settlement {
         /// Why the attempt failed.
         reason: String,
     },
+    /// Not attempted (the integration's pace or a missing credential held it back): due again at
+    /// `at`, and the claim's attempt is not counted.
+    Release {
+        /// When it is due again.
+        at: Timestamp,
+        /// Why it waits.
+        reason: String,
+    },
     /// A terminal state other than sent (failed, dead, expired, …) with its reason.
     Terminal {
         /// The state.
@@ -110,6 +187,19 @@ pub enum Settlement {
         /// Why.
         reason: String,
     },
+}
+
+/// One settled send: the claim, how it ended, the attempt made (if one was), and when it ended.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The claim being settled.
+    pub claimed: Claimed,
+    /// How it ended.
+    pub outcome: Settlement,
+    /// The attempt to record, if a request was made.
+    pub attempt: Option<Attempt>,
+    /// When it ended (`sent_at` on success).
+    pub at: Timestamp,
 }
 
 /// Records how a claimed delivery's send ended. Returns false, changing nothing, when the claim
@@ -120,22 +210,72 @@ pub async fn settle(
     outcome: &Settlement,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
-    let (status, reason, sent_at, due_at) = match outcome {
-        Settlement::Sent => ("sent", None, Some(DbTime(now)), None),
-        Settlement::Retry { at, reason } => {
-            ("pending", Some(reason.as_str()), None, Some(DbTime(*at)))
-        }
-        Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None),
+    let settled = Settled {
+        claimed: claimed.clone(),
+        outcome: outcome.clone(),
+        attempt: None,
+        at: now,
     };
-    let mut tx = store.begin(&claimed.workspace).await?;
+    Ok(settle_many(store, std::slice::from_ref(&settled)).await?[0])
+}
+
+/// Settles a batch of sends, one transaction per workspace: each delivery's update is fenced by
+/// its (id, token), and its attempt is recorded either way (the request was made). Returns, per
+/// item, whether the settle took effect; a stale one is logged and changes nothing.
+pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, StoreError> {
+    let mut took = vec![false; batch.len()];
+    let mut workspaces: Vec<&str> = batch.iter().map(|s| s.claimed.workspace.as_str()).collect();
+    workspaces.sort_unstable();
+    workspaces.dedup();
+    for workspace in workspaces {
+        let mut tx = store.begin(workspace).await?;
+        for (i, item) in batch.iter().enumerate() {
+            if item.claimed.workspace == workspace {
+                took[i] = settle_one(&mut tx, item)
+                    .await
+                    .map_err(|e| store.error(e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| store.error(e))?;
+    }
+    Ok(took)
+}
+
+async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bool, sqlx::Error> {
+    let claimed = &item.claimed;
+    if let Some(a) = &item.attempt {
+        execute!(
+            &mut *tx,
+            "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            [
+                &claimed.workspace,
+                claimed.id,
+                claimed.attempts,
+                DbTime(a.started_at),
+                a.latency_ms,
+                a.status_code.map(i32::from),
+                a.error_class,
+                a.response.as_deref()
+            ]
+        )?;
+    }
+    let (status, reason, sent_at, due_at, uncount) = match &item.outcome {
+        Settlement::Sent => ("sent", None, Some(DbTime(item.at)), None, 0),
+        Settlement::Retry { at, reason } => {
+            ("pending", Some(reason.as_str()), None, Some(DbTime(*at)), 0)
+        }
+        Settlement::Release { at, reason } => {
+            ("pending", Some(reason.as_str()), None, Some(DbTime(*at)), 1)
+        }
+        Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None, 0),
+    };
     let changed = execute!(
-        &mut tx,
-        "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL
+        &mut *tx,
+        "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL, attempts = attempts - $7
          WHERE id = $1 AND fencing_token = $2",
-        [claimed.id, claimed.token, status, reason, sent_at, due_at]
-    )
-    .map_err(|e| store.error(e))?;
-    tx.commit().await.map_err(|e| store.error(e))?;
+        [claimed.id, claimed.token, status, reason, sent_at, due_at, uncount]
+    )?;
     if changed == 0 {
         tracing::warn!(
             delivery = claimed.id,
@@ -144,4 +284,39 @@ pub async fn settle(
         );
     }
     Ok(changed == 1)
+}
+
+/// The recorded attempts of one delivery, oldest first.
+pub async fn attempts(
+    store: &Store,
+    workspace: &str,
+    delivery: i64,
+) -> Result<Vec<Attempt>, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT started_at, latency_ms, status_code, error_class, response FROM delivery_attempt
+         WHERE workspace_id = $1 AND delivery_id = $2 ORDER BY attempt, id",
+        [workspace, delivery],
+        |r| Ok(Attempt {
+            started_at: r.try_get::<DbTime, _>(0)?.0,
+            latency_ms: r.try_get(1)?,
+            status_code: r.try_get::<Option<i32>, _>(2)?.map(|c| c as u16),
+            error_class: r.try_get::<Option<String>, _>(3)?.map(|c| error_class(&c)),
+            response: r.try_get(4)?,
+        })
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// The error classes an attempt can record.
+pub const ERROR_CLASSES: [&str; 5] = ["http_status", "rejected", "timeout", "network", "refused"];
+
+fn error_class(stored: &str) -> &'static str {
+    ERROR_CLASSES
+        .into_iter()
+        .find(|c| *c == stored)
+        .unwrap_or("network")
 }

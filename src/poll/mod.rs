@@ -428,8 +428,10 @@ impl Poller {
             ClaimStyle::PerRow => (0..page.len()).map(|i| i..i + 1).collect(),
         };
         let mut fired_rows = HashSet::new();
+        let mut queued = 0;
         for range in slices {
             let mut tx = self.store.begin(&lease.workspace).await?;
+            let queued_before = queued;
             for (slot, (rule, mode)) in rules.iter().enumerate() {
                 let claim = Claim {
                     workspace: &lease.workspace,
@@ -449,7 +451,7 @@ impl Poller {
                 for (fire_id, i) in &claimed.fires {
                     let row = &page[range.start + i];
 
-                    crate::deliver::enqueue(
+                    queued += crate::deliver::enqueue(
                         &mut tx,
                         &lease.workspace,
                         defs,
@@ -464,7 +466,15 @@ impl Poller {
                     .map_err(|e| self.store.error(e))?;
                 }
             }
+            if queued > queued_before {
+                crate::deliver::queue::announce(&mut tx)
+                    .await
+                    .map_err(|e| self.store.error(e))?;
+            }
             tx.commit().await.map_err(|e| self.store.error(e))?;
+        }
+        if queued > 0 {
+            self.store.wake();
         }
         Ok(fired_rows.len())
     }

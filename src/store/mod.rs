@@ -6,6 +6,7 @@ mod time;
 pub mod workspace;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -43,6 +44,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         "delivery",
         include_str!("../../migrations/postgres/0003_delivery.sql"),
         include_str!("../../migrations/sqlite/0003_delivery.sql"),
+    ),
+    (
+        4,
+        "sending",
+        include_str!("../../migrations/postgres/0004_sending.sql"),
+        include_str!("../../migrations/sqlite/0004_sending.sql"),
     ),
 ];
 
@@ -103,7 +110,11 @@ pub enum StoreError {
 pub struct Store {
     shown: String,
     pool: Pool,
+    work: Arc<tokio::sync::Notify>,
 }
+
+/// The PostgreSQL channel on which enqueued work is announced to idle workers.
+pub const WORK_CHANNEL: &str = "rowfire_work";
 
 #[derive(Debug, Clone)]
 enum Pool {
@@ -195,6 +206,7 @@ impl Store {
                 Ok(Store {
                     shown,
                     pool: Pool::Postgres(pool),
+                    work: Arc::default(),
                 })
             }
             Dialect::Sqlite => {
@@ -213,9 +225,47 @@ impl Store {
                 Ok(Store {
                     shown,
                     pool: Pool::Sqlite(pool),
+                    work: Arc::default(),
                 })
             }
         }
+    }
+
+    /// Wakes this process's idle senders: work was just committed.
+    pub fn wake(&self) {
+        self.work.notify_waiters();
+    }
+
+    /// The signal [`Store::wake`] (and, on PostgreSQL, other processes' NOTIFY) raises.
+    pub fn work_signal(&self) -> &tokio::sync::Notify {
+        &self.work
+    }
+
+    /// On PostgreSQL, listens for work announced by other processes (`NOTIFY rowfire_work`) and
+    /// wakes this process's senders; reconnects after a failure. Polling stays the fallback, so a
+    /// lost notification only delays work. Does nothing on SQLite (one process, woken in-process).
+    /// Not for connection poolers in transaction mode: run those workers poll-only.
+    pub fn listen_for_work(&self) {
+        let Pool::Postgres(pool) = &self.pool else {
+            return;
+        };
+        let (pool, work) = (pool.clone(), self.work.clone());
+        tokio::spawn(async move {
+            loop {
+                let listened: Result<std::convert::Infallible, sqlx::Error> = async {
+                    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                    listener.listen(WORK_CHANNEL).await?;
+                    loop {
+                        listener.recv().await?;
+                        work.notify_waiters();
+                    }
+                }
+                .await;
+                let Err(e) = listened;
+                tracing::warn!(error = %e, "work notifications lost; polling until they return");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
     }
 
     /// Where the control plane is, without secrets.

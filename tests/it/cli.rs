@@ -338,7 +338,7 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     assert!(
         text(&list)
             .1
-            .contains("not migrated (schema 0 of 3); run `rowfire migrate`"),
+            .contains("not migrated (schema 0 of 4); run `rowfire migrate`"),
         "{}",
         text(&list).1
     );
@@ -450,7 +450,7 @@ async fn the_worker_stops_cleanly_on_sigterm() {
     let (status, rest) = worker.terminate();
     assert!(status.success(), "{status:?} {rest}");
     assert!(
-        rest.contains("stopping: finishing the polls in progress"),
+        rest.contains("stopping: finishing the polls and sends in progress"),
         "{rest}"
     );
 }

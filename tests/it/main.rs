@@ -11,5 +11,7 @@ mod paging;
 mod poller;
 mod queue;
 mod race;
+mod receiver;
+mod sending;
 mod sources;
 mod webhooks;

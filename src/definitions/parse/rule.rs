@@ -8,32 +8,56 @@ use super::*;
 use crate::cadence::{Anchor, Cadence, Period};
 
 impl Cx {
+    /// A catalogue entry with overrides (`catalog: slack`), or a custom integration given in
+    /// full (`base_url`, `auth`, `actions` …), read by the catalogue's own code.
     pub(super) fn integration(&mut self, name: &str, v: &Yaml) -> Option<IntegrationDef> {
         let path = format!("integrations.{name}");
         let m = self.mapping(v, &path, INTEGRATION_KEYS)?;
-        let catalog = self.string(m, "catalog", &path, true)?;
-        let Some(mut spec) = crate::deliver::catalog::built_in(&catalog) else {
-            let known: Vec<String> = crate::deliver::catalog::all()
-                .into_iter()
-                .map(|i| i.name)
-                .collect();
-            self.problem(
-                format!("{path}.catalog"),
-                unknown(
-                    "catalogue entry",
-                    &catalog,
-                    known.iter().map(String::as_str),
-                ),
-            );
-            return None;
+        let mut given = m.clone();
+        given.remove("catalog");
+        let spec = match self.string(m, "catalog", &path, false) {
+            Some(catalog) => {
+                let Some(entry) = crate::deliver::catalog::built_in(&catalog) else {
+                    let known: Vec<String> = crate::deliver::catalog::all()
+                        .into_iter()
+                        .map(|i| i.name)
+                        .collect();
+                    self.problem(
+                        format!("{path}.catalog"),
+                        unknown(
+                            "catalogue entry",
+                            &catalog,
+                            known.iter().map(String::as_str),
+                        ),
+                    );
+                    return None;
+                };
+                // Overrides replace the entry's keys; the result is read as any entry is.
+                let Ok(Yaml::Mapping(mut merged)) = serde_yaml_ng::to_value(&entry) else {
+                    return None;
+                };
+                merged.extend(given);
+                merged
+            }
+            None => {
+                given.insert("name".into(), Yaml::String(name.to_string()));
+                given
+            }
         };
-        if let Some(base_url) = self.string(m, "base_url", &path, false) {
-            spec.base_url = base_url;
+        match serde_yaml_ng::from_value::<crate::deliver::catalog::Integration>(Yaml::Mapping(spec))
+        {
+            Ok(spec) => Some(IntegrationDef {
+                name: name.to_string(),
+                spec,
+            }),
+            Err(e) => {
+                self.problem(
+                    path,
+                    format!("{e} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)"),
+                );
+                None
+            }
         }
-        Some(IntegrationDef {
-            name: name.to_string(),
-            spec,
-        })
     }
 
     pub(super) fn bindings(
@@ -161,6 +185,8 @@ impl Cx {
         let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
         let description = self.string(m, "description", &path, false);
         let actions = self.bindings(m, &path, integrations);
+        let expire_after = self.optional_duration(m, "expire_after", &path);
+        let frequency_cap = self.frequency_cap(m, &path);
         Some(Rule {
             name: name.to_string(),
             trigger: trigger?,
@@ -168,6 +194,34 @@ impl Cx {
             cadence: cadence?,
             timezone: timezone?,
             actions,
+            expire_after,
+            frequency_cap,
+        })
+    }
+
+    fn frequency_cap(&mut self, m: &Mapping, path: &str) -> Option<FrequencyCap> {
+        let path = format!("{path}.frequency_cap");
+        let cap = self.mapping(m.get("frequency_cap")?, &path, &["max", "per"])?;
+        let per = self.optional_duration(cap, "per", &path);
+        let max = cap
+            .get("max")
+            .and_then(Yaml::as_u64)
+            .filter(|n| (1..=u64::from(u32::MAX)).contains(n));
+        if max.is_none() {
+            self.problem(
+                format!("{path}.max"),
+                "required: a whole number of at least 1, such as `max: 3`",
+            );
+        }
+        if per.is_none() {
+            self.problem(
+                format!("{path}.per"),
+                "required: the rolling window, such as `per: 24h`",
+            );
+        }
+        Some(FrequencyCap {
+            max: max? as u32,
+            per: per?,
         })
     }
 

@@ -1,0 +1,489 @@
+//! The sender: claims due deliveries in batches, sends each with no transaction open, and settles
+//! them by (id, token) with every attempt recorded. Credentials are opened and applied here, at
+//! the moment of sending, and nowhere else.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::Mutex;
+
+use super::catalog::{Action, Auth, Integration, Signing};
+use super::client::{Client, Outbound, RESPONSE_KEEP};
+use super::outcome::{AttemptResult, Verdict, judge};
+use super::queue::{self, Attempt, Claimed, Settled, Settlement};
+use crate::clock::Clock;
+use crate::definitions::{Definitions, versions};
+use crate::integrations;
+use crate::secret::MasterKey;
+use crate::store::{Store, StoreError};
+
+/// How a sender works.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Deliveries claimed per statement.
+    pub batch: i64,
+    /// How long a claim is held.
+    pub lease: SignedDuration,
+    /// Requests in flight at once.
+    pub in_flight: usize,
+    /// How long an idle sender waits before looking again (a wake-up ends the wait sooner).
+    pub idle: Duration,
+    /// How long definitions and credentials are reused before being read again.
+    pub refresh: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            batch: queue::DEFAULT_BATCH,
+            lease: queue::DEFAULT_LEASE,
+            in_flight: 64,
+            idle: Duration::from_secs(1),
+            refresh: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What one pass of a sender did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendReport {
+    /// Deliveries claimed.
+    pub claimed: u64,
+    /// Delivered.
+    pub sent: u64,
+    /// Due again later (a retryable failure, a pace or a missing credential).
+    pub waiting: u64,
+    /// Failed, dead or expired.
+    pub finished_unsent: u64,
+    /// Settles that found the lease taken over.
+    pub stale: u64,
+}
+
+impl SendReport {
+    fn add(&mut self, other: SendReport) {
+        self.claimed += other.claimed;
+        self.sent += other.sent;
+        self.waiting += other.waiting;
+        self.finished_unsent += other.finished_unsent;
+        self.stale += other.stale;
+    }
+}
+
+impl std::fmt::Display for SendReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "deliveries: claimed={} sent={} waiting={} unsent={} stale={}",
+            self.claimed, self.sent, self.waiting, self.finished_unsent, self.stale
+        )
+    }
+}
+
+/// What a workspace's deliveries need at send time, read at most every `refresh`.
+struct Snapshot {
+    read_at: Instant,
+    defs: Option<Definitions>,
+    credentials: HashMap<String, Result<BTreeMap<String, String>, String>>,
+}
+
+/// A sender: one worker's claim, send and settle loop.
+pub struct Sender {
+    store: Store,
+    client: Client,
+    clock: Clock,
+    config: Config,
+    master_key: Result<MasterKey, String>,
+    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+}
+
+impl Sender {
+    /// A sender on `store`, sending through `client`. `master_key` opens credentials (its error
+    /// is reported on every delivery that needs one, which then waits).
+    pub fn new(
+        store: Store,
+        client: Client,
+        clock: Clock,
+        master_key: Result<MasterKey, String>,
+        config: Config,
+    ) -> Sender {
+        Sender {
+            store,
+            client,
+            clock,
+            config,
+            master_key,
+            snapshots: Mutex::default(),
+        }
+    }
+
+    /// Claims one batch and sends it; returns what happened (`claimed == 0`: nothing was due).
+    pub async fn step(&self) -> Result<SendReport, StoreError> {
+        let now = self.clock.now();
+        let claimed =
+            queue::claim_due(&self.store, now, self.config.batch, self.config.lease).await?;
+        let mut report = SendReport {
+            claimed: claimed.len() as u64,
+            ..SendReport::default()
+        };
+        if claimed.is_empty() {
+            return Ok(report);
+        }
+        let settled: Vec<Settled> = futures_util::stream::iter(claimed)
+            .map(|c| self.process(c))
+            .buffer_unordered(self.config.in_flight.max(1))
+            .collect()
+            .await;
+        let took = queue::settle_many(&self.store, &settled).await?;
+        for (item, took) in settled.iter().zip(took) {
+            match (&item.outcome, took) {
+                (_, false) => report.stale += 1,
+                (Settlement::Sent, true) => report.sent += 1,
+                (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
+                    report.waiting += 1
+                }
+                (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
+            }
+        }
+        Ok(report)
+    }
+
+    /// Sends until nothing is due now; the sum of every pass.
+    pub async fn drain(&self) -> Result<SendReport, StoreError> {
+        let mut total = SendReport::default();
+        loop {
+            let step = self.step().await?;
+            total.add(step);
+            if step.claimed == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Sends until `stop` turns true: a pass, then, when nothing was due, a wait that a wake-up
+    /// (work enqueued here, or NOTIFY from elsewhere) ends early. Control-plane errors are
+    /// logged and ridden out.
+    pub async fn run_until(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            let woken = self.store.work_signal().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let busy = match self.step().await {
+                Ok(r) => r.claimed > 0,
+                Err(e) => {
+                    tracing::error!(error = %e, "delivery pass failed; retrying shortly");
+                    false
+                }
+            };
+            if !busy {
+                tokio::select! {
+                    _ = &mut woken => {}
+                    _ = tokio::time::sleep(self.config.idle) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+    }
+
+    async fn snapshot(&self, workspace: &str) -> Result<Arc<Snapshot>, String> {
+        let mut cache = self.snapshots.lock().await;
+        if let Some(s) = cache.get(workspace)
+            && s.read_at.elapsed() < self.config.refresh
+        {
+            return Ok(s.clone());
+        }
+        let defs = versions::in_force(&self.store, workspace)
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|(_, d)| d);
+        let mut credentials = HashMap::new();
+        for integration in defs.iter().flat_map(|d| &d.integrations) {
+            if integration.spec.credentials().is_empty() {
+                continue;
+            }
+            let opened = match &self.master_key {
+                Err(e) => Err(e.clone()),
+                Ok(key) => crate::secret::open_all(
+                    &self.store,
+                    key,
+                    workspace,
+                    &integrations::secret_owner(&integration.name),
+                )
+                .await
+                .map_err(|e| e.to_string()),
+            };
+            credentials.insert(integration.name.clone(), opened);
+        }
+        let snapshot = Arc::new(Snapshot {
+            read_at: Instant::now(),
+            defs,
+            credentials,
+        });
+        cache.insert(workspace.to_string(), snapshot.clone());
+        Ok(snapshot)
+    }
+
+    /// Sends one claimed delivery (or decides not to) and says how it ended.
+    async fn process(&self, claimed: Claimed) -> Settled {
+        let (outcome, attempt) = self.attempt(&claimed).await;
+        Settled {
+            claimed,
+            outcome,
+            attempt,
+            at: self.clock.now(),
+        }
+    }
+
+    async fn attempt(&self, claimed: &Claimed) -> (Settlement, Option<Attempt>) {
+        let now = self.clock.now();
+        let wait = |reason: String| Settlement::Release {
+            at: now + SignedDuration::from_mins(1),
+            reason,
+        };
+        if let Some(expires) = claimed.expires_at
+            && expires <= now
+        {
+            let late = expires.duration_since(claimed.due_at);
+            let reason = format!(
+                "expired: not sent within {late:#} of being due (the rule's expire_after); a late send would be wrong"
+            );
+            return (
+                Settlement::Terminal {
+                    status: "expired",
+                    reason,
+                },
+                None,
+            );
+        }
+        let snapshot = match self.snapshot(&claimed.workspace).await {
+            Ok(s) => s,
+            Err(e) => return (wait(format!("definitions could not be read: {e}")), None),
+        };
+        let Some((integration, action)) = snapshot.defs.as_ref().and_then(|d| {
+            let i = d.integration(&claimed.integration)?;
+            Some((&i.spec, i.spec.actions.get(claimed.action_name())?))
+        }) else {
+            let reason = format!(
+                "{} is no longer defined; push definitions that define it, then `rowfire deliveries retry {}`",
+                claimed.action, claimed.id
+            );
+            return (
+                Settlement::Terminal {
+                    status: "failed",
+                    reason,
+                },
+                None,
+            );
+        };
+        let empty = BTreeMap::new();
+        let credentials = match snapshot.credentials.get(&claimed.integration) {
+            None => &empty,
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
+                tracing::error!(integration = %claimed.integration, error = %e, "credentials cannot be opened; deliveries wait");
+                return (wait(format!("credentials cannot be opened: {e}")), None);
+            }
+        };
+        if let Some(missing) = integration
+            .credentials()
+            .into_iter()
+            .find(|c| !credentials.contains_key(*c))
+        {
+            let reason = format!(
+                "integration {} has no credential {missing}; set it with `rowfire integrations set-credential {} {missing}`",
+                claimed.integration, claimed.integration
+            );
+            return (wait(reason), None);
+        }
+        if let Some(rate) = integration.rate_limit.filter(|r| *r > 0.0) {
+            let interval = SignedDuration::from_secs_f64(1.0 / rate);
+            match integrations::reserve(
+                &self.store,
+                &claimed.workspace,
+                &claimed.integration,
+                interval,
+                now,
+            )
+            .await
+            {
+                Err(e) => return (wait(format!("the rate limit could not be read: {e}")), None),
+                Ok(slot) if slot > now + SignedDuration::from_secs(1) => {
+                    let reason = format!(
+                        "paced: {} allows {rate} requests a second",
+                        claimed.integration
+                    );
+                    return (Settlement::Release { at: slot, reason }, None);
+                }
+                Ok(slot) => {
+                    if let Ok(d) = Duration::try_from(now.duration_until(slot)) {
+                        tokio::time::sleep(d).await;
+                    }
+                }
+            }
+        }
+        let request = match outbound(claimed, integration, action, credentials, now) {
+            Ok(r) => r,
+            Err(reason) => {
+                return (
+                    Settlement::Terminal {
+                        status: "failed",
+                        reason,
+                    },
+                    None,
+                );
+            }
+        };
+        let started_at = self.clock.now();
+        let (result, latency) = self.client.send(&request).await;
+        let ended = self.clock.now();
+        let verdict = judge(
+            &result,
+            claimed.attempts.max(1) as u32,
+            ended,
+            action.ok_field,
+            fastrand::f64(),
+        );
+        let attempt = record(&result, &verdict, started_at, latency);
+        let outcome = match verdict {
+            Verdict::Sent => Settlement::Sent,
+            Verdict::Retry { at, reason } => {
+                if matches!(result, AttemptResult::Response { status: 429, .. })
+                    && let Err(e) = integrations::pause(
+                        &self.store,
+                        &claimed.workspace,
+                        &claimed.integration,
+                        at,
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not slow the integration after a 429");
+                }
+                Settlement::Retry { at, reason }
+            }
+            Verdict::Failed { reason } => Settlement::Terminal {
+                status: "failed",
+                reason,
+            },
+            Verdict::Dead { reason } => Settlement::Terminal {
+                status: "dead",
+                reason,
+            },
+            Verdict::DisableIntegration { reason } => {
+                if let Err(e) = integrations::disable(
+                    &self.store,
+                    &claimed.workspace,
+                    &claimed.integration,
+                    &reason,
+                    ended,
+                )
+                .await
+                {
+                    tracing::error!(error = %e, "could not disable the integration after a 410");
+                }
+                Settlement::Retry {
+                    at: ended,
+                    reason: format!(
+                        "waiting: {reason}; `rowfire integrations enable {}` sends it",
+                        claimed.integration
+                    ),
+                }
+            }
+        };
+        (outcome, Some(attempt))
+    }
+}
+
+/// The attempt as recorded: status, class of error, and the start of the answer.
+fn record(
+    result: &AttemptResult,
+    verdict: &Verdict,
+    started_at: Timestamp,
+    latency: Duration,
+) -> Attempt {
+    let keep = |s: &str| s.chars().take(RESPONSE_KEEP).collect::<String>();
+    let (status_code, error_class, response) = match result {
+        AttemptResult::Response { status, body, .. } => {
+            let class = match verdict {
+                Verdict::Sent => None,
+                _ if (200..300).contains(status) => Some("rejected"),
+                _ => Some("http_status"),
+            };
+            (Some(*status), class, Some(keep(body)))
+        }
+        AttemptResult::Timeout => (None, Some("timeout"), None),
+        AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
+        AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
+    };
+    Attempt {
+        started_at,
+        latency_ms: latency.as_millis() as i64,
+        status_code,
+        error_class,
+        response,
+    }
+}
+
+/// Builds the request for one delivery: its stored method, URL, headers and body, plus what is
+/// added only now and never stored: authentication, signatures and the idempotency key.
+pub fn outbound(
+    claimed: &Claimed,
+    integration: &Integration,
+    action: &Action,
+    credentials: &BTreeMap<String, String>,
+    now: Timestamp,
+) -> Result<Outbound, String> {
+    let (Some(method), Some(url)) = (&claimed.method, &claimed.url) else {
+        return Err("the delivery was never rendered; there is nothing to send".into());
+    };
+    let body = claimed.body.clone().unwrap_or_default().into_bytes();
+    let mut headers: Vec<(String, String)> =
+        vec![("content-type".into(), "application/json".into())];
+    if let Some(stored) = &claimed.headers
+        && let Ok(serde_json::Value::Object(map)) = serde_json::from_str(stored)
+    {
+        for (name, value) in map {
+            let value = match value {
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+            headers.push((name, value));
+        }
+    }
+    let id = claimed.id.to_string();
+    if let Some(name) = &action.idempotency_header {
+        headers.push((name.clone(), id.clone()));
+    }
+    let cred = |name: &str| credentials.get(name).cloned().unwrap_or_default();
+    match &integration.auth {
+        Auth::None => {}
+        Auth::Bearer => headers.push(("authorization".into(), format!("Bearer {}", cred("token")))),
+        Auth::Header { header } => headers.push((header.clone(), cred("token"))),
+        Auth::Basic => {
+            use base64::Engine;
+            let pair = format!("{}:{}", cred("username"), cred("password"));
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            headers.push(("authorization".into(), format!("Basic {encoded}")));
+        }
+    }
+    if let Some(Signing::StandardWebhooks) = integration.signing {
+        let mut secrets = Vec::new();
+        for name in ["signing_secret", "signing_secret_previous"] {
+            if let Some(text) = credentials.get(name) {
+                secrets.push(super::webhook::parse_secret(text).map_err(|e| e.to_string())?);
+            }
+        }
+        for (name, value) in super::webhook::headers(&id, now.as_second(), &body, &secrets) {
+            headers.push((name.to_string(), value));
+        }
+    }
+    Ok(Outbound {
+        method: method.clone(),
+        url: url.clone(),
+        headers,
+        body,
+        timeout: Duration::from_millis(integration.timeout_ms.max(1)),
+    })
+}

@@ -1,0 +1,149 @@
+//! Integrations at run time (the `integration_state` table): whether one is enabled (a 410
+//! disables it, and its deliveries wait, unlost, until it is enabled again) and its shared pace
+//! (the next slot of a rate limit, or the pause a 429 asked for), which every worker honours
+//! through the delivery claim.
+
+use jiff::{SignedDuration, Timestamp};
+use sqlx::Row as _;
+
+use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
+
+/// One integration's run-time state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// The integration's name.
+    pub name: String,
+    /// When it was disabled, if it is.
+    pub disabled_at: Option<Timestamp>,
+    /// Why it was disabled.
+    pub disabled_reason: Option<String>,
+    /// No request goes before this.
+    pub paused_until: Option<Timestamp>,
+}
+
+/// Disables an integration: its deliveries stay pending and are not claimed until it is enabled.
+pub async fn disable(
+    store: &Store,
+    workspace: &str,
+    name: &str,
+    reason: &str,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        "INSERT INTO integration_state (workspace_id, name, disabled_at, disabled_reason) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (workspace_id, name) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason",
+        [workspace, name, DbTime(now), reason]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))
+}
+
+/// Enables an integration again; its waiting deliveries become claimable at once. Returns whether
+/// it was disabled.
+pub async fn enable(store: &Store, workspace: &str, name: &str) -> Result<bool, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE integration_state SET disabled_at = NULL, disabled_reason = NULL
+         WHERE workspace_id = $1 AND name = $2 AND disabled_at IS NOT NULL",
+        [workspace, name]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    if changed > 0 {
+        store.wake();
+    }
+    Ok(changed > 0)
+}
+
+/// Holds every request to an integration until `until` (never shortening a longer pause): what
+/// a 429 does, so one destination's "slow down" slows every worker.
+pub async fn pause(
+    store: &Store,
+    workspace: &str,
+    name: &str,
+    until: Timestamp,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        "INSERT INTO integration_state (workspace_id, name, paused_until) VALUES ($1, $2, $3)
+         ON CONFLICT (workspace_id, name) DO UPDATE SET paused_until = CASE
+             WHEN integration_state.paused_until IS NULL OR integration_state.paused_until < excluded.paused_until
+             THEN excluded.paused_until ELSE integration_state.paused_until END",
+        [workspace, name, DbTime(until)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))
+}
+
+/// Reserves the next request slot of an integration limited to one request per `interval`,
+/// shared by every worker: returns when this request may go.
+pub async fn reserve(
+    store: &Store,
+    workspace: &str,
+    name: &str,
+    interval: SignedDuration,
+    now: Timestamp,
+) -> Result<Timestamp, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let slot = async {
+        let lock = match &tx {
+            StoreTx::Postgres(_) => " FOR UPDATE",
+            StoreTx::Sqlite(_) => "",
+        };
+        execute!(
+            &mut tx,
+            "INSERT INTO integration_state (workspace_id, name) VALUES ($1, $2) ON CONFLICT (workspace_id, name) DO NOTHING",
+            [workspace, name]
+        )?;
+        let next = fetch_all!(
+            &mut tx,
+            &format!(
+                "SELECT paused_until FROM integration_state WHERE workspace_id = $1 AND name = $2{lock}"
+            ),
+            [workspace, name],
+            |r| r.try_get::<Option<DbTime>, _>(0)
+        )?;
+        let slot = next
+            .into_iter()
+            .flatten()
+            .map(|t| t.0)
+            .max()
+            .map_or(now, |t| t.max(now));
+        execute!(
+            &mut tx,
+            "UPDATE integration_state SET paused_until = $3 WHERE workspace_id = $1 AND name = $2",
+            [workspace, name, DbTime(slot + interval)]
+        )?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(slot)
+    };
+    slot.await.map_err(|e| store.error(e))
+}
+
+/// Every integration with a recorded state, by name.
+pub async fn states(store: &Store, workspace: &str) -> Result<Vec<State>, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT name, disabled_at, disabled_reason, paused_until FROM integration_state WHERE workspace_id = $1 ORDER BY name",
+        [workspace],
+        |r| Ok(State {
+            name: r.try_get(0)?,
+            disabled_at: r.try_get::<Option<DbTime>, _>(1)?.map(|t| t.0),
+            disabled_reason: r.try_get(2)?,
+            paused_until: r.try_get::<Option<DbTime>, _>(3)?.map(|t| t.0),
+        })
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// The owner under which an integration's credentials are stored.
+pub fn secret_owner(name: &str) -> String {
+    format!("integration:{name}")
+}

@@ -1,0 +1,151 @@
+//! A local HTTP receiver on 127.0.0.1 that records every request and answers with scripted
+//! replies (then a default), standing in for Slack, Zendesk or a customer's webhook endpoint.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    /// Wait this long before answering (longer than the integration's timeout: a timeout).
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &'static str, value: &str) -> Reply {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+
+    pub fn body(mut self, body: &str) -> Reply {
+        self.body = body.to_string();
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+}
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map_or("", String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Reply>,
+    seen: Vec<Seen>,
+}
+
+/// The receiver; it stops when the test's runtime ends.
+#[derive(Clone)]
+pub struct Receiver {
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Receiver {
+    /// Listens on a free port of 127.0.0.1, answering 200 unless scripted otherwise.
+    pub async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let state = inner.clone();
+        let app = axum::Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let state = state.clone();
+                async move { answer(&state, method, uri, headers, body).await }
+            },
+        );
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Receiver { url, inner }
+    }
+
+    /// Queues replies for the next requests, in order.
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.inner.lock().unwrap().script.extend(replies);
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.inner.lock().unwrap().seen.clone()
+    }
+
+    /// How many requests arrived.
+    pub fn count(&self) -> usize {
+        self.inner.lock().unwrap().seen.len()
+    }
+}
+
+async fn answer(
+    state: &Mutex<Inner>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let mut inner = state.lock().unwrap();
+        inner.seen.push(Seen {
+            method: method.to_string(),
+            path: uri.path().to_string(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_string(),
+                        v.to_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        inner
+            .script
+            .pop_front()
+            .unwrap_or_else(|| Reply::status(200))
+    };
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let mut response = (
+        StatusCode::from_u16(reply.status).unwrap(),
+        reply.body.clone(),
+    )
+        .into_response();
+    for (name, value) in &reply.headers {
+        response.headers_mut().insert(*name, value.parse().unwrap());
+    }
+    response
+}

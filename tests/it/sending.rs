@@ -1,0 +1,445 @@
+//! Sending, end to end: fires polled from a real source, deliveries sent by the sender through
+//! the egress-checked client to a local receiver on 127.0.0.1 that replies with scripted statuses.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use jiff::{SignedDuration, Timestamp};
+use rowfire::clock::Clock;
+use rowfire::definitions::versions;
+use rowfire::deliver::client::Client;
+use rowfire::deliver::egress::Policy;
+use rowfire::deliver::queue;
+use rowfire::deliver::sender::{self, Sender};
+use rowfire::deliver::{self, Filter};
+use rowfire::poll::{self, Poller};
+use rowfire::rules::{self, Mode};
+use rowfire::secret::{self, MasterKey};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use sqlx::{Connection, SqliteConnection};
+
+use crate::receiver::{Receiver, Reply};
+use crate::support::{TestSqlite, now};
+
+/// The webhook signing secret every test sets.
+pub fn signing_secret() -> String {
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(b"rowfire-test-signing-secret-0123")
+    )
+}
+
+/// A live rule over a `signup` table, whose one action posts a signed webhook to the receiver.
+pub struct Setup {
+    pub store: Store,
+    pub clock: Clock,
+    pub receiver: Receiver,
+    pub sender: Sender,
+    pub poller: Poller,
+    pub source: TestSqlite,
+    control_plane: Option<TestSqlite>,
+}
+
+/// What a test varies: extra rule keys, extra integration keys, the egress policy.
+pub struct Options {
+    pub rule: &'static str,
+    pub integration: &'static str,
+    pub allow: &'static str,
+    /// Deliveries per claim (1 makes each claim see the previous send's outcome).
+    pub batch: i64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            rule: "",
+            integration: "",
+            allow: "127.0.0.1",
+            batch: queue::DEFAULT_BATCH,
+        }
+    }
+}
+
+/// Inserts signups `ids` a few minutes before `at`.
+pub async fn add_signups(source: &TestSqlite, ids: std::ops::Range<u32>, at: Timestamp) {
+    let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", source.url))
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TABLE IF NOT EXISTS signup (id TEXT, email TEXT, at TEXT)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let mut tx = c.begin().await.unwrap();
+    for id in ids {
+        sqlx::query("INSERT INTO signup VALUES (?1, ?2, ?3)")
+            .bind(format!("u{id:05}"))
+            .bind(format!("u{id}@example.com"))
+            .bind((at - SignedDuration::from_mins(5)).to_string())
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+/// The definitions of the setup, pointing at `receiver`.
+pub fn definitions(receiver: &str, opts: &Options) -> String {
+    format!(
+        "version: 2
+source: {{ type: sqlite, dsn_env: SIGNUPS_URL }}
+integrations:
+  hooks:
+    catalog: webhook
+    base_url: {receiver}/hooks
+    timeout_ms: 500
+{integration}triggers:
+  signups:
+    sql: SELECT id, email, at FROM signup
+    event_time: at
+    key: [id]
+rules:
+  welcome:
+    trigger: signups
+    policy: once_ever
+{rule}    actions:
+      - action: hooks.send
+        params: {{ event_type: user.signed_up }}
+",
+        integration = opts.integration,
+        rule = opts.rule,
+    )
+}
+
+impl Setup {
+    /// `rows` signups, polled into live fires whose deliveries wait in the queue.
+    pub async fn new(control_plane: &str, rows: u32, opts: Options) -> Setup {
+        let receiver = Receiver::start().await;
+        let source = TestSqlite::new();
+        add_signups(&source, 0..rows, now()).await;
+        let store = Store::open(control_plane).await.unwrap();
+        store.migrate().await.unwrap();
+        versions::push(&store, WS, &definitions(&receiver.url, &opts), now())
+            .await
+            .unwrap();
+        rules::set_mode(&store, WS, "welcome", Mode::Live, now())
+            .await
+            .unwrap();
+        poll::rewind(&store, WS, "signups", SignedDuration::from_hours(1), now())
+            .await
+            .unwrap();
+        let key = MasterKey::parse(&MasterKey::generate()).unwrap();
+        secret::put(
+            &store,
+            &key,
+            WS,
+            "integration:hooks",
+            "signing_secret",
+            &signing_secret(),
+            now(),
+        )
+        .await
+        .unwrap();
+        let clock = Clock::fixed(now());
+        let url = source.url.clone();
+        let poller = Poller::new(
+            store.clone(),
+            "w",
+            clock.clone(),
+            Arc::new(move |_| Some(url.clone())),
+        );
+        let policy = Policy::parse(opts.allow, false).unwrap();
+        let config = sender::Config {
+            refresh: Duration::ZERO,
+            batch: opts.batch,
+            ..sender::Config::default()
+        };
+        let sender = Sender::new(
+            store.clone(),
+            Client::new(policy),
+            clock.clone(),
+            Ok(key),
+            config,
+        );
+        let reports = poller.poll_due().await.unwrap();
+        assert_eq!(reports[0].fired, u64::from(rows), "{reports:?}");
+        Setup {
+            store,
+            clock,
+            receiver,
+            sender,
+            poller,
+            source,
+            control_plane: None,
+        }
+    }
+
+    /// The same on a control plane of its own in a fresh SQLite file.
+    pub async fn sqlite(rows: u32, opts: Options) -> Setup {
+        let db = TestSqlite::new();
+        let mut s = Setup::new(&db.url, rows, opts).await;
+        s.control_plane = Some(db);
+        s
+    }
+
+    /// Every delivery, newest first.
+    pub async fn deliveries(&self) -> Vec<deliver::Delivery> {
+        let mut tx = self.store.begin(WS).await.unwrap();
+        deliver::list(&mut tx, WS, &Filter::default())
+            .await
+            .unwrap()
+    }
+
+    /// The one delivery of a one-row setup.
+    pub async fn only(&self) -> deliver::Delivery {
+        let all = self.deliveries().await;
+        assert_eq!(all.len(), 1, "{all:?}");
+        all.into_iter().next().unwrap()
+    }
+
+    /// Moves the clock and sends whatever is due by then.
+    pub async fn at(&self, after: SignedDuration) -> sender::SendReport {
+        self.clock.set(now() + after);
+        self.sender.drain().await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn two_503s_then_a_200_is_sent_on_the_third_attempt_with_one_webhook_id() {
+    let s = Setup::sqlite(1, Options::default()).await;
+    s.receiver
+        .script([Reply::status(503), Reply::status(503), Reply::status(200)]);
+    s.at(SignedDuration::ZERO).await;
+    assert_eq!(s.receiver.count(), 1);
+    assert_eq!(s.only().await.status, "pending");
+    s.at(SignedDuration::from_secs(4)).await;
+    assert_eq!(
+        s.receiver.count(),
+        1,
+        "the 5 s retry (±10%) is not due at 4 s"
+    );
+    s.at(SignedDuration::from_secs(6)).await;
+    assert_eq!(s.receiver.count(), 2);
+    s.at(SignedDuration::from_mins(6)).await;
+    let seen = s.receiver.seen();
+    assert_eq!(seen.len(), 3);
+    let d = s.only().await;
+    assert_eq!(d.status, "sent", "{d:?}");
+    let ids: std::collections::BTreeSet<&str> =
+        seen.iter().map(|r| r.header("webhook-id")).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(*ids.first().unwrap(), d.id.to_string());
+    let attempts = queue::attempts(&s.store, WS, d.id).await.unwrap();
+    let codes: Vec<Option<u16>> = attempts.iter().map(|a| a.status_code).collect();
+    assert_eq!(codes, [Some(503), Some(503), Some(200)]);
+    assert_eq!(
+        attempts.iter().map(|a| a.error_class).collect::<Vec<_>>(),
+        [Some("http_status"), Some("http_status"), None]
+    );
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("POST", "/hooks")
+    );
+    assert!(seen[0].body.contains("user.signed_up"), "{}", seen[0].body);
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_2_is_not_retried_sooner_and_slows_the_whole_integration() {
+    let opts = Options {
+        batch: 1,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(3, opts).await;
+    s.receiver
+        .script([Reply::status(429).header("retry-after", "2")]);
+    s.at(SignedDuration::ZERO).await;
+    assert_eq!(
+        s.receiver.count(),
+        1,
+        "after the 429 the other two deliveries are held back as well"
+    );
+    s.at(SignedDuration::from_millis(1_900)).await;
+    assert_eq!(s.receiver.count(), 1, "nothing goes before Retry-After");
+    s.at(SignedDuration::from_millis(2_000)).await;
+    assert_eq!(
+        s.receiver.count(),
+        4,
+        "at 2 s the retry and the two held back go"
+    );
+    assert!(s.deliveries().await.iter().all(|d| d.status == "sent"));
+    let seen = s.receiver.seen();
+    let first = seen[0].header("webhook-id");
+    assert_eq!(
+        seen.iter()
+            .filter(|r| r.header("webhook-id") == first)
+            .count(),
+        2,
+        "the retry carries the first attempt's webhook-id"
+    );
+}
+
+#[tokio::test]
+async fn a_400_fails_at_once_without_a_retry() {
+    let s = Setup::sqlite(1, Options::default()).await;
+    s.receiver
+        .script([Reply::status(400).body("{\"error\":\"bad field\"}")]);
+    s.at(SignedDuration::ZERO).await;
+    s.at(SignedDuration::from_hours(30)).await;
+    assert_eq!(s.receiver.count(), 1);
+    let d = s.only().await;
+    assert_eq!(d.status, "failed");
+    assert!(d.reason.as_deref().unwrap().starts_with("400"), "{d:?}");
+}
+
+#[tokio::test]
+async fn a_410_disables_the_integration_and_its_other_deliveries_wait_until_enabled() {
+    let opts = Options {
+        batch: 1,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(5, opts).await;
+    s.receiver.script([Reply::status(410)]);
+    s.at(SignedDuration::ZERO).await;
+    s.at(SignedDuration::from_hours(48)).await;
+    assert_eq!(
+        s.receiver.count(),
+        1,
+        "nothing more goes to a disabled integration"
+    );
+    let states = rowfire::integrations::states(&s.store, WS).await.unwrap();
+    assert!(states[0].disabled_at.is_some(), "{states:?}");
+    let all = s.deliveries().await;
+    assert_eq!(all.len(), 5);
+    assert!(
+        all.iter().all(|d| d.status == "pending"),
+        "every delivery waits, unlost: {all:?}"
+    );
+    assert!(
+        rowfire::integrations::enable(&s.store, WS, "hooks")
+            .await
+            .unwrap()
+    );
+    s.at(SignedDuration::from_hours(48)).await;
+    assert_eq!(s.receiver.count(), 6);
+    assert!(
+        s.deliveries().await.iter().all(|d| d.status == "sent"),
+        "{:?}",
+        s.deliveries().await
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_is_retried_with_the_same_idempotency_key() {
+    let s = Setup::sqlite(1, Options::default()).await;
+    s.receiver
+        .script([Reply::status(200).after(Duration::from_secs(2))]);
+    s.at(SignedDuration::ZERO).await;
+    let d = s.only().await;
+    assert_eq!(d.status, "pending");
+    assert_eq!(d.reason.as_deref(), Some("timed out"));
+    s.at(SignedDuration::from_secs(6)).await;
+    let seen = s.receiver.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].header("webhook-id"), seen[1].header("webhook-id"));
+    assert_eq!(s.only().await.status, "sent");
+    let attempts = queue::attempts(&s.store, WS, d.id).await.unwrap();
+    assert_eq!(attempts[0].error_class, Some("timeout"));
+}
+
+#[tokio::test]
+async fn an_expired_delivery_is_never_sent() {
+    let opts = Options {
+        rule: "    expire_after: 10m\n",
+        ..Options::default()
+    };
+    let s = Setup::sqlite(1, opts).await;
+    s.receiver.script([Reply::status(503)]);
+    s.at(SignedDuration::ZERO).await;
+    // The 5 s retry is missed (the workers were down); at 11 minutes it has expired.
+    s.at(SignedDuration::from_mins(11)).await;
+    assert_eq!(s.receiver.count(), 1);
+    let d = s.only().await;
+    assert_eq!(d.status, "expired", "{d:?}");
+    s.at(SignedDuration::from_hours(30)).await;
+    assert_eq!(s.receiver.count(), 1);
+}
+
+#[tokio::test]
+async fn a_delivery_to_127_0_0_1_is_refused_by_default_and_delivered_when_allowed() {
+    let refused = Setup::sqlite(
+        1,
+        Options {
+            allow: "",
+            ..Options::default()
+        },
+    )
+    .await;
+    refused.at(SignedDuration::ZERO).await;
+    assert_eq!(refused.receiver.count(), 0);
+    let d = refused.only().await;
+    assert_eq!(d.status, "failed");
+    assert!(d.reason.as_deref().unwrap().contains("loopback"), "{d:?}");
+    let allowed = Setup::sqlite(1, Options::default()).await;
+    allowed.at(SignedDuration::ZERO).await;
+    assert_eq!(allowed.receiver.count(), 1);
+    assert_eq!(allowed.only().await.status, "sent");
+}
+
+#[tokio::test]
+async fn a_name_that_resolves_to_loopback_is_refused_after_resolution() {
+    let s = Setup::sqlite(
+        1,
+        Options {
+            allow: "",
+            ..Options::default()
+        },
+    )
+    .await;
+    // Point the integration at `localhost` (the same receiver): the name is checked after DNS.
+    let doc = definitions(
+        &s.receiver.url.replace("127.0.0.1", "localhost"),
+        &Options::default(),
+    );
+    versions::push(&s.store, WS, &doc, now()).await.unwrap();
+    rules::set_mode(&s.store, WS, "welcome", Mode::Live, now())
+        .await
+        .unwrap();
+    add_signups(&s.source, 1..2, now()).await;
+    s.clock.set(now() + SignedDuration::from_mins(2));
+    s.poller.poll_due().await.unwrap();
+    s.sender.drain().await.unwrap();
+    assert_eq!(s.receiver.count(), 0);
+    let to_localhost = s
+        .deliveries()
+        .await
+        .into_iter()
+        .find(|d| d.status == "failed")
+        .expect("the delivery to localhost failed");
+    assert!(
+        to_localhost.reason.as_deref().unwrap().contains("loopback"),
+        "{to_localhost:?}"
+    );
+}
+
+async fn signed_requests_verify_and_carry_no_stored_credential(url: &str) {
+    let s = Setup::new(url, 3, Options::default()).await;
+    let report = s.sender.drain().await.unwrap();
+    assert_eq!((report.claimed, report.sent), (3, 3));
+    let verifier = standardwebhooks::Webhook::new(&signing_secret()).unwrap();
+    for seen in s.receiver.seen() {
+        let mut headers = http::HeaderMap::new();
+        for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            headers.insert(name, seen.header(name).parse().unwrap());
+        }
+        // The verifier checks the timestamp against the real clock; the test clock is fixed.
+        let timestamp: i64 = seen.header("webhook-timestamp").parse().unwrap();
+        assert_eq!(timestamp, now().as_second());
+        let signed = verifier.sign(seen.header("webhook-id"), timestamp, seen.body.as_bytes());
+        assert_eq!(signed.unwrap(), seen.header("webhook-signature"));
+    }
+}
+
+on_both_engines!(
+    signed_requests_verify_with_an_independent_library,
+    signed_requests_verify_and_carry_no_stored_credential
+);
