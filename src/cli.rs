@@ -24,10 +24,11 @@ pub(crate) struct WorkerOptions {
     pub once: bool,
     pub concurrency: usize,
     pub poll_only: bool,
+    pub delivery_lease: SignedDuration,
 }
 
 /// A sender for this process: the egress policy and master key from the environment.
-pub(crate) fn sender(store: &Store, clock: Clock) -> Result<Sender> {
+pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Result<Sender> {
     let policy = egress::Policy::from_env().map_err(|e| anyhow!(e))?;
     let key = MasterKey::from_env().map_err(|e| e.to_string());
     Ok(Sender::new(
@@ -35,7 +36,7 @@ pub(crate) fn sender(store: &Store, clock: Clock) -> Result<Sender> {
         Client::new(policy),
         clock,
         key,
-        sender::Config::default(),
+        config,
     ))
 }
 
@@ -53,7 +54,13 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         })
         .collect();
     let senders: Vec<Sender> = (0..concurrency)
-        .map(|_| sender(&store, Clock::system()))
+        .map(|_| {
+            let config = sender::Config {
+                lease: opts.delivery_lease,
+                ..sender::Config::default()
+            };
+            sender(&store, Clock::system(), config)
+        })
         .collect::<Result<_>>()?;
     if opts.once {
         let mut all = Vec::new();

@@ -162,6 +162,10 @@ enum Command {
         /// Do not LISTEN for work (for connection poolers): idle senders look every second.
         #[arg(long)]
         poll_only: bool,
+        /// How long a claimed delivery is held before another worker may take it over (a
+        /// worker that dies mid-send delays its deliveries by at most this).
+        #[arg(long, default_value = "60s")]
+        delivery_lease: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).
@@ -399,6 +403,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             once,
             concurrency,
             poll_only,
+            delivery_lease,
         } => {
             let store = Store::from_env().await?;
             store.migrate().await?;
@@ -406,6 +411,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 once,
                 concurrency: concurrency.max(1),
                 poll_only,
+                delivery_lease,
             };
             worker(store, opts).await
         }

@@ -160,6 +160,29 @@ pub async fn claim_due(
     claimed.await.map_err(|e| store.error(e))
 }
 
+/// When the next pending delivery becomes claimable, across workspaces (reads the partial index
+/// over pending rows): how long an idle sender may sleep.
+pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
+    let next = async {
+        let greatest = match store.dialect() {
+            Dialect::Postgres => "GREATEST",
+            Dialect::Sqlite => "MAX",
+        };
+        // A delivery is next claimable when it is due, its lease has lapsed and its
+        // integration's pause has ended; a disabled integration's deliveries are not counted.
+        let sql = format!(
+            "SELECT MIN({greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at)))
+             FROM delivery d LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
+             WHERE d.status = 'pending' AND s.disabled_at IS NULL"
+        );
+        let mut tx = store.begin_unscoped().await?;
+        let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>(0))?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(next.into_iter().flatten().next().map(|t| t.0))
+    };
+    next.await.map_err(|e| store.error(e))
+}
+
 /// How a send ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {

@@ -20,6 +20,9 @@ use crate::integrations;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError};
 
+/// At most this many finished sends are settled in one transaction.
+const SETTLE_GROUP: usize = 64;
+
 /// How a sender works.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -131,20 +134,23 @@ impl Sender {
         if claimed.is_empty() {
             return Ok(report);
         }
-        let settled: Vec<Settled> = futures_util::stream::iter(claimed)
+        // Settle what has finished as it finishes (in small groups, one transaction each), so a
+        // crash re-sends as little as possible: only what was sent and not yet recorded.
+        let mut finished = futures_util::stream::iter(claimed)
             .map(|c| self.process(c))
             .buffer_unordered(self.config.in_flight.max(1))
-            .collect()
-            .await;
-        let took = queue::settle_many(&self.store, &settled).await?;
-        for (item, took) in settled.iter().zip(took) {
-            match (&item.outcome, took) {
-                (_, false) => report.stale += 1,
-                (Settlement::Sent, true) => report.sent += 1,
-                (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
-                    report.waiting += 1
+            .ready_chunks(SETTLE_GROUP);
+        while let Some(settled) = finished.next().await {
+            let took = queue::settle_many(&self.store, &settled).await?;
+            for (item, took) in settled.iter().zip(took) {
+                match (&item.outcome, took) {
+                    (_, false) => report.stale += 1,
+                    (Settlement::Sent, true) => report.sent += 1,
+                    (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
+                        report.waiting += 1
+                    }
+                    (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
                 }
-                (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
             }
         }
         Ok(report)
@@ -178,9 +184,16 @@ impl Sender {
                 }
             };
             if !busy {
+                // Sleep until the next delivery falls due (at most `idle`), or until woken.
+                let nap = match queue::next_due(&self.store).await {
+                    Ok(Some(due)) => Duration::try_from(self.clock.now().duration_until(due))
+                        .unwrap_or(Duration::ZERO)
+                        .clamp(Duration::from_millis(5), self.config.idle),
+                    _ => self.config.idle,
+                };
                 tokio::select! {
                     _ = &mut woken => {}
-                    _ = tokio::time::sleep(self.config.idle) => {}
+                    _ = tokio::time::sleep(nap) => {}
                     _ = stop.changed() => {}
                 }
             }

@@ -52,6 +52,8 @@ pub struct Seen {
     pub path: String,
     pub headers: HashMap<String, String>,
     pub body: String,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Seen {
@@ -64,6 +66,8 @@ impl Seen {
 struct Inner {
     script: VecDeque<Reply>,
     seen: Vec<Seen>,
+    /// How long unscripted 200s take.
+    pace: Duration,
 }
 
 /// The receiver; it stops when the test's runtime ends.
@@ -95,6 +99,11 @@ impl Receiver {
     /// Queues replies for the next requests, in order.
     pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
         self.inner.lock().unwrap().script.extend(replies);
+    }
+
+    /// Makes every unscripted 200 take `pace` (so that requests are in flight for a while).
+    pub fn pace(&self, pace: Duration) {
+        self.inner.lock().unwrap().pace = pace;
     }
 
     /// Every request so far, in arrival order.
@@ -130,11 +139,13 @@ async fn answer(
                 })
                 .collect(),
             body: String::from_utf8_lossy(&body).into_owned(),
+            at: std::time::Instant::now(),
         });
+        let pace = inner.pace;
         inner
             .script
             .pop_front()
-            .unwrap_or_else(|| Reply::status(200))
+            .unwrap_or_else(|| Reply::status(200).after(pace))
     };
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;

@@ -1,0 +1,465 @@
+//! Sends queued deliveries from a PostgreSQL control plane to a local HTTP receiver on 127.0.0.1
+//! that answers 200 at once, through the real sender (claim a batch with a lease, send through
+//! the egress-checked client with Standard Webhooks signatures, settle by (id, token) with the
+//! attempt recorded):
+//!
+//! - *drains*: 100,000 deliveries, all due, drained by 1, 4 and 16 workers (each its own
+//!   connection pool and HTTP client, as separate processes would have), timed from start until
+//!   every worker's `drain()` has returned;
+//! - *the peer*: 100,000 no-op jobs drained by graphile-worker at concurrency 16 on a scratch
+//!   database in the same run (`../shared/peers/graphile-worker/run.sh`); Rowfire's 16-worker
+//!   rate is printed as a ratio to it;
+//! - *lateness*: 10,000 deliveries falling due at a steady 500 a second, starting two seconds
+//!   after they are queued, sent by 1 and by 4 workers running `run_until` on the system clock;
+//!   lateness is `sent_at − due_at`, reported as p50, p99 and max.
+//!
+//! After every phase it checks that each delivery is `sent` and arrived exactly once at the
+//! receiver (counted by the `webhook-id` header, which carries the delivery's id): 0 lost,
+//! 0 duplicates. It fails unless 16 workers drain at least 5,000 deliveries/s and every p99 is
+//! under 250 ms. Deliveries are seeded with SQL (fires and their deliveries, as the poller would
+//! have written them), then `ANALYZE`; seeding is not timed.
+//!
+//! Run: `cargo bench --bench deliver_queue` (PostgreSQL on 127.0.0.1:5432, or set
+//! ROWFIRE_BENCH_PG; node and npm for the peer, which is skipped with a message without them).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine as _;
+use jiff::{SignedDuration, Timestamp};
+use rowfire::clock::Clock;
+use rowfire::definitions::versions;
+use rowfire::deliver::client::Client;
+use rowfire::deliver::egress::Policy;
+use rowfire::deliver::sender::{Config, SendReport, Sender};
+use rowfire::rules::{self, Mode};
+use rowfire::secret::{self, MasterKey};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
+
+const DRAINED: i64 = 100_000;
+const PACED: i64 = 10_000;
+const PER_SECOND: i64 = 500;
+const LEAD: SignedDuration = SignedDuration::from_secs(2);
+const PEER_CONCURRENCY: usize = 16;
+
+fn url_for(admin: &str, db: &str) -> String {
+    let o = PgConnectOptions::from_str(admin).unwrap();
+    format!(
+        "postgres://{}@{}:{}/{db}",
+        o.get_username(),
+        o.get_host(),
+        o.get_port()
+    )
+}
+
+async fn fresh_database(admin: &str, db: &str) -> String {
+    let mut c = PgConnection::connect(admin).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    url_for(admin, db)
+}
+
+/// Requests seen by the receiver, by the delivery id in `webhook-id`.
+#[derive(Default)]
+struct Tally {
+    by_id: HashMap<i64, u32>,
+    without_id: u64,
+}
+
+/// A local HTTP endpoint on 127.0.0.1 that reads each request, counts it and answers 200 at once.
+/// It runs on a thread and runtime of its own, as a separate process would.
+struct Receiver {
+    url: String,
+    tally: Arc<Mutex<Tally>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let counted = tally.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let app = axum::Router::new().fallback(move |headers: HeaderMap, _body: Bytes| {
+                    let counted = counted.clone();
+                    async move {
+                        let id = headers
+                            .get("webhook-id")
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.parse::<i64>().ok());
+                        let mut t = counted.lock().unwrap();
+                        match id {
+                            Some(id) => *t.by_id.entry(id).or_default() += 1,
+                            _ => t.without_id += 1,
+                        }
+                        StatusCode::OK
+                    }
+                });
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        Receiver { url, tally }
+    }
+
+    /// What arrived since the last call.
+    fn take(&self) -> Tally {
+        std::mem::take(&mut *self.tally.lock().unwrap())
+    }
+}
+
+fn definitions(receiver: &str) -> String {
+    format!(
+        "version: 2
+source: {{ dsn_env: BENCH_SOURCE }}
+integrations:
+  hooks:
+    catalog: webhook
+    base_url: {receiver}/hooks
+    timeout_ms: 5000
+triggers:
+  signups:
+    sql: SELECT id, at FROM signup
+    event_time: at
+    key: [id]
+rules:
+  welcome:
+    trigger: signups
+    policy: once_ever
+    actions:
+      - action: hooks.send
+        params: {{ event_type: user.signed_up }}
+"
+    )
+}
+
+/// A fresh control plane with the definitions pushed, the rule live, the signing secret stored,
+/// and `n` fires with one pending delivery each, due from `first_due` one every `spacing`.
+async fn control_plane(
+    admin: &str,
+    receiver: &Receiver,
+    key: &str,
+    n: i64,
+    first_due: impl Fn() -> Timestamp,
+    spacing: SignedDuration,
+) -> (String, Timestamp) {
+    let url = fresh_database(admin, "rowfire_bench_deliver").await;
+    let store = Store::open(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let now = Timestamp::now();
+    versions::push(&store, WS, &definitions(&receiver.url), now)
+        .await
+        .unwrap();
+    rules::set_mode(&store, WS, "welcome", Mode::Live, now)
+        .await
+        .unwrap();
+    let signing_secret = format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(b"rowfire-bench-signing-secret-012")
+    );
+    let master = MasterKey::parse(key).unwrap();
+    secret::put(
+        &store,
+        &master,
+        WS,
+        "integration:hooks",
+        "signing_secret",
+        &signing_secret,
+        now,
+    )
+    .await
+    .unwrap();
+    let first = first_due();
+    let mut c = PgConnection::connect(&url).await.unwrap();
+    let sql = format!(
+        "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, fired_at)
+         SELECT '{WS}', 'welcome', 'live', 'u' || g, 'ever', 'signups', TIMESTAMPTZ '{now}', '{{\"id\":\"u' || g || '\"}}', TIMESTAMPTZ '{now}'
+         FROM generate_series(1::bigint, {n}) g;
+         INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, method, url, headers, body, status, due_at, created_at)
+         SELECT workspace_id, id, rule_name, mode, 0, 'hooks', 'send', 'POST', '{}/hooks', '{{}}',
+                json_build_object('type', 'user.signed_up', 'data', json_build_object('key', dedup_key, 'fire', id))::text,
+                'pending', TIMESTAMPTZ '{first}' + (id - 1) * interval '{} microseconds', TIMESTAMPTZ '{now}'
+         FROM fire ORDER BY id;
+         ANALYZE;",
+        receiver.url,
+        spacing.as_micros()
+    );
+    sqlx::raw_sql(AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    (url, first)
+}
+
+/// `workers` senders, each on a store (connection pool) and HTTP client of its own.
+async fn senders(url: &str, key: &str, workers: usize) -> Vec<Arc<Sender>> {
+    let mut out = Vec::new();
+    for _ in 0..workers {
+        let store = Store::open(url).await.unwrap();
+        let client = Client::new(Policy::parse("127.0.0.1", false).unwrap());
+        out.push(Arc::new(Sender::new(
+            store,
+            client,
+            Clock::system(),
+            Ok(MasterKey::parse(key).unwrap()),
+            Config::default(),
+        )));
+    }
+    out
+}
+
+/// Checks that every delivery is sent and arrived exactly once; prints the check.
+async fn check(url: &str, receiver: &Receiver, expected: i64) -> bool {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let row = sqlx::query(
+        "SELECT count(*), count(*) FILTER (WHERE status = 'sent'), (SELECT count(*) FROM delivery_attempt) FROM delivery",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    let (total, sent, attempts): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    let ids: HashSet<i64> = sqlx::query("SELECT id FROM delivery")
+        .fetch_all(&mut c)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let tally = receiver.take();
+    let lost = ids
+        .iter()
+        .filter(|id| !tally.by_id.contains_key(id))
+        .count();
+    let duplicates: u64 = tally.by_id.values().map(|c| u64::from(c - 1)).sum();
+    let strangers =
+        tally.by_id.keys().filter(|id| !ids.contains(id)).count() as u64 + tally.without_id;
+    println!(
+        "    check: {sent}/{total} sent, {} distinct received, lost {lost}, duplicates {duplicates}, unknown {strangers}, attempts recorded {attempts}",
+        tally.by_id.len()
+    );
+    total == expected
+        && sent == expected
+        && attempts == expected
+        && lost == 0
+        && duplicates == 0
+        && strangers == 0
+}
+
+/// Drains every due delivery with `workers` senders at once; seconds and the summed report.
+async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport) {
+    let senders = senders(url, key, workers).await;
+    let started = Instant::now();
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .map(|s| tokio::spawn(async move { s.drain().await.unwrap() }))
+        .collect();
+    let mut total = SendReport::default();
+    for t in tasks {
+        let r = t.await.unwrap();
+        total.claimed += r.claimed;
+        total.sent += r.sent;
+        total.waiting += r.waiting;
+        total.finished_unsent += r.finished_unsent;
+        total.stale += r.stale;
+    }
+    (started.elapsed().as_secs_f64(), total)
+}
+
+/// Runs `workers` senders on the system clock until every paced delivery is sent; returns
+/// lateness in milliseconds (p50, p99, max) and how long sending took after the first was due.
+async fn paced(url: &str, key: &str, workers: usize, first: Timestamp) -> (f64, f64, f64, f64) {
+    let senders = senders(url, key, workers).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .map(|s| {
+            let stopped = stopped.clone();
+            tokio::spawn(async move { s.run_until(stopped).await })
+        })
+        .collect();
+    let head = Timestamp::now().duration_until(first);
+    assert!(
+        head > SignedDuration::ZERO,
+        "the workers started {head:#} after the first delivery was due; seeding took too long"
+    );
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs((PACED / PER_SECOND) as u64 + 2 + 60);
+    loop {
+        let sent: i64 = sqlx::query("SELECT count(*) FROM delivery WHERE status = 'sent'")
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+            .get(0);
+        if sent == PACED || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let span = first.duration_until(Timestamp::now()).as_secs_f64();
+    stop.send(true).unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let row = sqlx::query(
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), max(ms)
+         FROM (SELECT extract(epoch FROM sent_at - due_at)::float8 * 1000 AS ms FROM delivery WHERE status = 'sent') l",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    (
+        row.get::<Option<f64>, _>(0).unwrap_or(f64::NAN),
+        row.get::<Option<f64>, _>(1).unwrap_or(f64::NAN),
+        row.get::<Option<f64>, _>(2).unwrap_or(f64::NAN),
+        span,
+    )
+}
+
+/// graphile-worker draining `DRAINED` no-op jobs on a scratch database: jobs per second, or
+/// `None` (with the reason printed) when it cannot run.
+async fn peer(admin: &str) -> Option<f64> {
+    let url = fresh_database(admin, "rowfire_bench_peer").await;
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peers/graphile-worker/run.sh");
+    let ran = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&url)
+            .arg(DRAINED.to_string())
+            .arg(PEER_CONCURRENCY.to_string())
+            .output()
+    })
+    .await
+    .unwrap();
+    let out = match ran {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            println!(
+                "graphile-worker: DID NOT RUN (npm install or node failed, {}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        Err(e) => {
+            println!("graphile-worker: DID NOT RUN (bash could not start run.sh: {e})");
+            return None;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    let parsed = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    match parsed.as_ref().and_then(|v| v["jobs_per_s"].as_f64()) {
+        Some(rate) => {
+            let secs = parsed.as_ref().and_then(|v| v["seconds"].as_f64());
+            println!(
+                "graphile-worker 0.16.6, concurrency {PEER_CONCURRENCY}: {DRAINED:>7} jobs in {:>6.2} s = {rate:>8.0} jobs/s",
+                secs.unwrap_or(f64::NAN)
+            );
+            Some(rate)
+        }
+        None => {
+            println!("graphile-worker: DID NOT RUN (no jobs_per_s in its output: {stdout:?})");
+            None
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let admin = std::env::var("ROWFIRE_BENCH_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let key = MasterKey::generate();
+    let receiver = Receiver::start();
+    println!(
+        "method: deliveries queued in a PostgreSQL control plane on this machine (seeded with SQL, then ANALYZE), sent by the real sender (batches of 200, 64 in flight, 60 s leases, Standard Webhooks signatures) to a receiver on 127.0.0.1 answering 200 at once; each worker has its own connection pool and HTTP client; every phase starts from a fresh database"
+    );
+    let mut failed = false;
+
+    let mut rates = Vec::new();
+    for workers in [1usize, 4, 16] {
+        let (url, _) = control_plane(
+            &admin,
+            &receiver,
+            &key,
+            DRAINED,
+            Timestamp::now,
+            SignedDuration::ZERO,
+        )
+        .await;
+        let (secs, report) = drain(&url, &key, workers).await;
+        let rate = DRAINED as f64 / secs;
+        println!(
+            "drain, {workers:>2} worker(s): {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",
+            report.sent, report.stale, report.waiting, report.finished_unsent
+        );
+        failed |= !check(&url, &receiver, DRAINED).await;
+        rates.push((workers, rate));
+    }
+    let sixteen = rates.last().unwrap().1;
+    println!("target: 16 workers >= 5,000 deliveries/s");
+    failed |= sixteen < 5_000.0;
+
+    match peer(&admin).await {
+        Some(peer) => println!(
+            "ratio Rowfire 16 workers / graphile-worker: {:.2}x",
+            sixteen / peer
+        ),
+        None => println!("ratio Rowfire / graphile-worker: not measured (the peer did not run)"),
+    }
+
+    let spacing = SignedDuration::from_micros(1_000_000 / PER_SECOND);
+    for workers in [1usize, 4] {
+        let (url, first) = control_plane(
+            &admin,
+            &receiver,
+            &key,
+            PACED,
+            || Timestamp::now() + LEAD,
+            spacing,
+        )
+        .await;
+        let (p50, p99, max, span) = paced(&url, &key, workers, first).await;
+        println!(
+            "lateness, {workers} worker(s), {PACED} due at {PER_SECOND}/s: p50 {p50:>6.1} ms, p99 {p99:>6.1} ms, max {max:>6.1} ms (all sent {span:.2} s after the first was due)"
+        );
+        failed |= !check(&url, &receiver, PACED).await;
+        failed |= !(p99 < 250.0);
+    }
+    println!("target: lateness p99 < 250 ms");
+
+    if failed {
+        eprintln!("FAIL: a target was missed, or a delivery was lost, duplicated or not sent");
+        std::process::exit(1);
+    }
+}

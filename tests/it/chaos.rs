@@ -1,0 +1,175 @@
+//! Chaos: real worker processes are killed with SIGKILL at random moments while 10,000
+//! deliveries flow to the receiver, and restarted. Afterwards every delivery is in a terminal
+//! state, the receiver has seen every delivery id, and any id it saw twice was in flight at a kill.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use jiff::SignedDuration;
+use rowfire::definitions::versions;
+use rowfire::rules::{self, Mode};
+use rowfire::secret::{self, MasterKey};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use sqlx::{Connection, PgConnection, Row};
+
+use crate::receiver::Receiver;
+use crate::sending::{Options, add_signups, definitions, signing_secret};
+use crate::support::{TestPg, TestSqlite};
+
+const DELIVERIES: u32 = 10_000;
+const WORKERS: usize = 3;
+
+fn start_worker(env: &[(&str, String)]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rowfire"))
+        .args(["worker", "--concurrency", "2", "--delivery-lease", "2s"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// (all deliveries, those not yet in a terminal state)
+async fn progress(url: &str) -> (i64, i64) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let row = sqlx::query(
+        "SELECT count(*), count(*) FILTER (WHERE status NOT IN ('sent', 'skipped', 'suppressed', 'failed', 'dead', 'expired', 'cancelled')) FROM delivery",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    (row.get(0), row.get(1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_workers_mid_flight_loses_nothing_and_duplicates_only_what_was_in_flight() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let now = jiff::Timestamp::now();
+    let receiver = Receiver::start().await;
+    receiver.pace(Duration::from_millis(3));
+    let source = TestSqlite::new();
+    add_signups(&source, 0..DELIVERIES, now).await;
+    let store = Store::open(&pg.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let doc = definitions(&receiver.url, &Options::default());
+    versions::push(&store, WS, &doc, now).await.unwrap();
+    rules::set_mode(&store, WS, "welcome", Mode::Live, now)
+        .await
+        .unwrap();
+    rowfire::poll::rewind(&store, WS, "signups", SignedDuration::from_hours(1), now)
+        .await
+        .unwrap();
+    let key_text = MasterKey::generate();
+    let key = MasterKey::parse(&key_text).unwrap();
+    secret::put(
+        &store,
+        &key,
+        WS,
+        "integration:hooks",
+        "signing_secret",
+        &signing_secret(),
+        now,
+    )
+    .await
+    .unwrap();
+    let env = [
+        ("ROWFIRE_DATABASE_URL", pg.url.clone()),
+        ("SIGNUPS_URL", source.url.clone()),
+        ("ROWFIRE_EGRESS_ALLOW", "127.0.0.1".to_string()),
+        ("ROWFIRE_MASTER_KEY", key_text),
+        ("RUST_LOG", "off".to_string()),
+    ];
+    let mut workers: Vec<Child> = (0..WORKERS).map(|_| start_worker(&env)).collect();
+
+    // Kill only once every fire is claimed, so that the chaos hits sending, not the first poll.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while progress(&pg.url).await.0 < i64::from(DELIVERIES) {
+        assert!(
+            Instant::now() < deadline,
+            "the workers never polled the signups"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut kills = Vec::new();
+    while progress(&pg.url).await.1 > 0 && kills.len() < 12 {
+        tokio::time::sleep(Duration::from_millis(fastrand::u64(50..400))).await;
+        let victim = fastrand::usize(..WORKERS);
+        workers[victim].kill().unwrap(); // SIGKILL
+        kills.push(Instant::now());
+        workers[victim].wait().unwrap();
+        workers[victim] = start_worker(&env);
+    }
+    assert!(
+        kills.len() >= 3,
+        "the deliveries finished before the chaos began ({} kills); slow the receiver",
+        kills.len()
+    );
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (total, open) = progress(&pg.url).await;
+        if open == 0 {
+            assert_eq!(total, i64::from(DELIVERIES));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{open} deliveries never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for mut w in workers {
+        w.kill().unwrap();
+        w.wait().unwrap();
+    }
+
+    let mut c = PgConnection::connect(&pg.url).await.unwrap();
+    let statuses: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, count(*) FROM delivery GROUP BY status")
+            .fetch_all(&mut c)
+            .await
+            .unwrap();
+    assert_eq!(
+        statuses,
+        [("sent".to_string(), i64::from(DELIVERIES))],
+        "every delivery was sent"
+    );
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM delivery")
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+    let mut arrivals: HashMap<String, Vec<Instant>> = HashMap::new();
+    for seen in receiver.seen() {
+        arrivals
+            .entry(seen.header("webhook-id").to_string())
+            .or_default()
+            .push(seen.at);
+    }
+    for id in &ids {
+        assert!(
+            arrivals.contains_key(&id.to_string()),
+            "delivery {id} never reached the receiver"
+        );
+    }
+    let mut twice = 0;
+    for (id, times) in &arrivals {
+        if times.len() > 1 {
+            twice += 1;
+            let (first, last) = (times[0], *times.last().unwrap());
+            assert!(
+                kills.iter().any(|k| first <= *k && *k <= last),
+                "delivery {id} arrived {} times without a kill between: a duplicate by race",
+                times.len()
+            );
+        }
+    }
+    eprintln!(
+        "{} kills; {} deliveries; {} ids seen more than once, each in flight at a kill",
+        kills.len(),
+        ids.len(),
+        twice
+    );
+}
