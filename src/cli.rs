@@ -19,6 +19,8 @@ use rowfire::{demo, poll};
 use std::path::Path;
 use std::process::ExitCode;
 
+pub(crate) mod integrations;
+
 /// How a worker process runs.
 pub(crate) struct WorkerOptions {
     pub once: bool,
@@ -42,6 +44,7 @@ pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Res
 
 pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
+    let dsn = integrations::dsn_resolver(&store).await?;
     let concurrency = opts.concurrency;
     let pollers: Vec<Poller> = (0..concurrency)
         .map(|i| {
@@ -49,7 +52,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
                 store.clone(),
                 format!("{host}:{}:{i}", std::process::id()),
                 Clock::system(),
-                poll::env_dsn(),
+                dsn.clone(),
             )
         })
         .collect();

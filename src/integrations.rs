@@ -147,3 +147,83 @@ pub async fn states(store: &Store, workspace: &str) -> Result<Vec<State>, StoreE
 pub fn secret_owner(name: &str) -> String {
     format!("integration:{name}")
 }
+
+/// Adds an integration to a definitions document, keeping the rest of the text as written: the
+/// entry goes under the top-level `integrations:` key (added if missing). `entry` holds its keys,
+/// such as `catalog: slack`. The result is parsed before it is returned, so a document this
+/// cannot edit safely is refused with the reason, never pushed half-right.
+pub fn add_to_document(doc: &str, name: &str, entry: &[(&str, &str)]) -> Result<String, String> {
+    let defs = crate::definitions::parse(doc).map_err(|e| e.to_string())?;
+    if defs.integration(name).is_some() {
+        return Err(format!("an integration named {name} is already defined"));
+    }
+    let is_name = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    if !is_name(name) {
+        return Err(format!(
+            "\"{name}\" is not a usable name; use letters, digits, _ and -"
+        ));
+    }
+    let mut block = format!("  {name}:\n");
+    for (key, value) in entry {
+        let quoted = serde_json::to_string(value).expect("strings serialise");
+        block.push_str(&format!("    {key}: {quoted}\n"));
+    }
+    let mut lines: Vec<&str> = doc.lines().collect();
+    let text = match lines.iter().position(|l| l.trim_end() == "integrations:") {
+        Some(at) => {
+            lines.insert(at + 1, block.trim_end_matches('\n'));
+            lines.join("\n") + "\n"
+        }
+        None => format!("{}\nintegrations:\n{block}", doc.trim_end()),
+    };
+    match crate::definitions::parse(&text) {
+        Ok(d) if d.integration(name).is_some() => Ok(text),
+        Ok(_) | Err(_) => Err(format!(
+            "the definitions in force are laid out in a way this command cannot edit safely; add `{name}` under `integrations:` in your file and push it"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_to_document;
+
+    const DOC: &str = "version: 2\n# the team's rules\ntriggers:\n  t:\n    sql: SELECT id, at FROM x\n    event_time: at\n    key: [id]\nrules: {}\n";
+
+    #[test]
+    fn adding_an_integration_keeps_the_rest_of_the_document_and_its_comments() {
+        let added = add_to_document(DOC, "alerts", &[("catalog", "slack")]).unwrap();
+        assert!(added.starts_with(DOC.trim_end()), "{added}");
+        let defs = crate::definitions::parse(&added).unwrap();
+        assert_eq!(
+            defs.integration("alerts").unwrap().spec.auth.credentials(),
+            ["token"]
+        );
+        let again = add_to_document(
+            &added,
+            "hooks",
+            &[
+                ("catalog", "webhook"),
+                ("base_url", "https://example.com/in"),
+            ],
+        )
+        .unwrap();
+        assert!(again.contains("# the team's rules"));
+        let defs = crate::definitions::parse(&again).unwrap();
+        assert_eq!(
+            defs.integration("hooks").unwrap().spec.base_url,
+            "https://example.com/in"
+        );
+        assert!(defs.integration("alerts").is_some());
+        assert!(
+            add_to_document(&again, "hooks", &[("catalog", "webhook")])
+                .unwrap_err()
+                .contains("already defined")
+        );
+        assert!(add_to_document(DOC, "x", &[("catalog", "nope")]).is_err());
+    }
+}

@@ -208,6 +208,21 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: i64,
     },
+    /// Integrations: list them, browse the catalogue, add one, set a credential, enable one that
+    /// a 410 disabled, or send one action once with a sample row.
+    ///
+    /// Example: rowfire integrations set-credential alerts token --from-env SLACK_BOT_TOKEN
+    Integrations {
+        #[command(subcommand)]
+        command: Option<IntegrationsCommand>,
+    },
+    /// Sources: list where each source's DSN comes from, or store one encrypted.
+    ///
+    /// Example: rowfire sources add billing --url-env BILLING_DATABASE_URL
+    Sources {
+        #[command(subcommand)]
+        command: Option<SourcesCommand>,
+    },
     /// Print a new master key for ROWFIRE_MASTER_KEY (secrets are sealed under it).
     ///
     /// Example: rowfire keygen
@@ -219,8 +234,90 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum IntegrationsCommand {
+    /// Each integration in force: its actions, which credentials are set, and its state.
+    ///
+    /// Example: rowfire integrations list
+    List,
+    /// The built-in catalogue: Slack, Zendesk, Braze, a signed webhook and the Demo inbox.
+    ///
+    /// Example: rowfire integrations catalog
+    Catalog,
+    /// Add an integration from the catalogue to the definitions in force (a new version).
+    ///
+    /// Example: rowfire integrations add alerts --catalog slack
+    Add {
+        /// The name rules bind to.
+        name: String,
+        /// The catalogue entry (`rowfire integrations catalog` lists them).
+        #[arg(long)]
+        catalog: String,
+        /// Where its requests go, if not the entry's default.
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+    /// Store a credential, encrypted under ROWFIRE_MASTER_KEY. The value comes from an
+    /// environment variable or standard input, never the command line, and is never printed.
+    ///
+    /// Example: rowfire integrations set-credential alerts token --from-env SLACK_BOT_TOKEN
+    SetCredential {
+        /// The integration.
+        name: String,
+        /// The credential (token, username, password, signing_secret, signing_secret_previous).
+        credential: String,
+        /// Read the value from this environment variable (else from standard input).
+        #[arg(long)]
+        from_env: Option<String>,
+    },
+    /// Enable an integration a 410 disabled; its waiting deliveries go at once.
+    ///
+    /// Example: rowfire integrations enable alerts
+    Enable {
+        /// The integration.
+        name: String,
+    },
+    /// Render one action with a sample row and send it once, printing the answer.
+    ///
+    /// Example: rowfire integrations test alerts post_message --row '{"id": 1}' --param channel=#ops --param 'text=hello {{ id }}'
+    Test {
+        /// The integration.
+        name: String,
+        /// The action.
+        action: String,
+        /// The sample row, as a JSON object.
+        #[arg(long, default_value = "{}")]
+        row: String,
+        /// A parameter template, NAME=TEMPLATE (repeatable).
+        #[arg(long = "param")]
+        params: Vec<String>,
+        /// The recipient (default: the key, here `test`).
+        #[arg(long)]
+        recipient: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SourcesCommand {
+    /// Each source in force and where its DSN comes from.
+    ///
+    /// Example: rowfire sources list
+    List,
+    /// Store a source's DSN encrypted under ROWFIRE_MASTER_KEY, read from an environment
+    /// variable; workers prefer it to the variable the definitions name.
+    ///
+    /// Example: rowfire sources add billing --url-env BILLING_DATABASE_URL
+    Add {
+        /// The source's name (`default` for the top-level `source`).
+        name: String,
+        /// The environment variable holding the DSN now.
+        #[arg(long)]
+        url_env: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum DeliveriesCommand {
-    /// One delivery: its rule, state, reason, recipient and rendered request body.
+    /// One delivery: its rule, state, reason, recipient, recorded request and every attempt.
     ///
     /// Example: rowfire deliveries show 42
     Show {
@@ -461,10 +558,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     );
                     return Ok(ExitCode::SUCCESS);
                 }
-                Some(DeliveriesCommand::Show { id }) => rowfire::deliver::Filter {
-                    id: Some(id),
-                    ..Default::default()
-                },
+                Some(DeliveriesCommand::Show { id }) => {
+                    return cli::integrations::show_delivery(&store, id).await;
+                }
                 None => rowfire::deliver::Filter {
                     rule,
                     status,
@@ -523,6 +619,41 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Integrations { command } => {
+            use cli::integrations as i;
+            let store = open_store().await?;
+            match command.unwrap_or(IntegrationsCommand::List) {
+                IntegrationsCommand::List => i::list(&store).await,
+                IntegrationsCommand::Catalog => Ok(i::catalog()),
+                IntegrationsCommand::Add {
+                    name,
+                    catalog,
+                    base_url,
+                } => i::add(&store, &name, &catalog, base_url.as_deref()).await,
+                IntegrationsCommand::SetCredential {
+                    name,
+                    credential,
+                    from_env,
+                } => i::set_credential(&store, &name, &credential, from_env.as_deref()).await,
+                IntegrationsCommand::Enable { name } => i::enable(&store, &name).await,
+                IntegrationsCommand::Test {
+                    name,
+                    action,
+                    row,
+                    params,
+                    recipient,
+                } => i::test(&store, &name, &action, &row, &params, recipient).await,
+            }
+        }
+        Command::Sources { command } => {
+            let store = open_store().await?;
+            match command.unwrap_or(SourcesCommand::List) {
+                SourcesCommand::List => cli::integrations::sources(&store).await,
+                SourcesCommand::Add { name, url_env } => {
+                    cli::integrations::add_source(&store, &name, &url_env).await
+                }
+            }
         }
         Command::Keygen => {
             println!("{}", rowfire::secret::MasterKey::generate());

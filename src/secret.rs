@@ -259,6 +259,37 @@ async fn sealed(
     Ok(rows)
 }
 
+/// Opens the secret `name` of every owner whose name starts with `prefix` (for example every
+/// source's `dsn`), by owner without the prefix.
+pub async fn open_named(
+    store: &crate::store::Store,
+    key: &MasterKey,
+    workspace: &str,
+    prefix: &str,
+    name: &str,
+) -> Result<std::collections::BTreeMap<String, String>, StoredSecretError> {
+    use crate::store::fetch_all;
+    use sqlx::Row as _;
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 ORDER BY owner",
+        [workspace, name],
+        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    rows.into_iter()
+        .filter_map(|(owner, sealed)| {
+            let short = owner.strip_prefix(prefix)?.to_string();
+            Some((owner, short, sealed))
+        })
+        .map(|(owner, short, sealed)| {
+            Ok((short, key.open(&context(workspace, &owner, name), &sealed)?))
+        })
+        .collect()
+}
+
 /// Opens every secret stored for `owner`, by name. A secret sealed under another master key
 /// fails loudly and says which key it needs.
 pub async fn open_all(

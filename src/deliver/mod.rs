@@ -244,6 +244,16 @@ pub struct Delivery {
     pub reason: Option<String>,
     /// The rendered body.
     pub body: Option<String>,
+    /// The recorded request's method and URL (`None` when it was never rendered).
+    pub request: Option<(String, String)>,
+    /// The recorded headers (a JSON object; never credentials).
+    pub headers: Option<String>,
+    /// Attempts so far.
+    pub attempts: i64,
+    /// When it is (or was) due.
+    pub due_at: Timestamp,
+    /// When it was sent.
+    pub sent_at: Option<Timestamp>,
 }
 
 /// Which deliveries to list.
@@ -267,7 +277,7 @@ pub async fn list(
 ) -> Result<Vec<Delivery>, sqlx::Error> {
     fetch_all!(
         tx,
-        "SELECT id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body FROM delivery
+        "SELECT id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body, method, url, headers, attempts, due_at, sent_at FROM delivery
          WHERE workspace_id = $1 AND ($2 = '' OR rule_name = $2) AND ($3 = '' OR status = $3) AND ($4 = 0 OR id = $4)
          ORDER BY id DESC LIMIT $5",
         [
@@ -287,6 +297,11 @@ pub async fn list(
             status: r.try_get(7)?,
             reason: r.try_get(8)?,
             body: r.try_get(9)?,
+            request: r.try_get::<Option<String>, _>(10)?.zip(r.try_get::<Option<String>, _>(11)?),
+            headers: r.try_get(12)?,
+            attempts: r.try_get(13)?,
+            due_at: r.try_get::<DbTime, _>(14)?.0,
+            sent_at: r.try_get::<Option<DbTime>, _>(15)?.map(|t| t.0),
         })
     )
 }

@@ -135,24 +135,35 @@ impl Sender {
             return Ok(report);
         }
         // Settle what has finished as it finishes (in small groups, one transaction each), so a
-        // crash re-sends as little as possible: only what was sent and not yet recorded.
-        let mut finished = futures_util::stream::iter(claimed)
+        // crash re-sends as little as possible: only what was sent and not yet recorded. Sending
+        // and settling are polled together, so neither waits on a transaction the other holds.
+        let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
+        let sending = futures_util::stream::iter(claimed)
             .map(|c| self.process(c))
             .buffer_unordered(self.config.in_flight.max(1))
-            .ready_chunks(SETTLE_GROUP);
-        while let Some(settled) = finished.next().await {
-            let took = queue::settle_many(&self.store, &settled).await?;
-            for (item, took) in settled.iter().zip(took) {
-                match (&item.outcome, took) {
-                    (_, false) => report.stale += 1,
-                    (Settlement::Sent, true) => report.sent += 1,
-                    (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
-                        report.waiting += 1
+            .for_each(move |settled| {
+                let _ = done.send(settled);
+                std::future::ready(())
+            });
+        let settling = async {
+            let mut group = Vec::with_capacity(SETTLE_GROUP);
+            while finished.recv_many(&mut group, SETTLE_GROUP).await > 0 {
+                let took = queue::settle_many(&self.store, &group).await?;
+                for (item, took) in group.drain(..).zip(took) {
+                    match (&item.outcome, took) {
+                        (_, false) => report.stale += 1,
+                        (Settlement::Sent, true) => report.sent += 1,
+                        (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
+                            report.waiting += 1
+                        }
+                        (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
                     }
-                    (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
                 }
             }
-        }
+            Ok::<_, StoreError>(())
+        };
+        let ((), settled) = tokio::join!(sending, settling);
+        settled?;
         Ok(report)
     }
 

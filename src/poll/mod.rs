@@ -37,6 +37,13 @@ pub fn env_dsn() -> DsnResolver {
     Arc::new(|def: &SourceDef| std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty()))
 }
 
+/// Reads a source's DSN from those stored with `rowfire sources add` (by source name) and
+/// otherwise from the environment variable the definitions name.
+pub fn stored_or_env_dsn(stored: std::collections::BTreeMap<String, String>) -> DsnResolver {
+    let env = env_dsn();
+    Arc::new(move |def: &SourceDef| stored.get(&def.name).cloned().or_else(|| env(def)))
+}
+
 /// How fires are claimed: one statement per batch, or (for comparison) one transaction per row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimStyle {

@@ -22,7 +22,7 @@ const WORKERS: usize = 3;
 
 fn start_worker(env: &[(&str, String)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_rowfire"))
-        .args(["worker", "--concurrency", "2", "--delivery-lease", "2s"])
+        .args(["worker", "--concurrency", "2", "--delivery-lease", "5s"])
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::null())

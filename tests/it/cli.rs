@@ -4,7 +4,7 @@ use std::process::{Command, Output};
 
 use crate::support::{TestSqlite, now, sample_source};
 
-fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> Output {
+pub fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rowfire"));
     cmd.args(args)
         .env_remove("SAMPLE_DATABASE_URL")
@@ -15,7 +15,7 @@ fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> Output {
     cmd.output().unwrap()
 }
 
-fn text(out: &Output) -> (String, String) {
+pub fn text(out: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -13,6 +13,7 @@ mod poller;
 mod queue;
 mod race;
 mod receiver;
+mod secrets;
 mod sending;
 mod sources;
 mod webhooks;
