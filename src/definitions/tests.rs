@@ -210,3 +210,77 @@ fn a_dsn_pasted_into_dsn_env_is_refused_without_being_echoed() {
     assert_eq!(p.0[0].path, "source.dsn_env");
     assert!(!p.to_string().contains("hunter2"), "{p}");
 }
+
+const WITH_INTEGRATIONS: &str = r#"
+version: 2
+integrations:
+  alerts:
+    catalog: slack
+    timeout_ms: 2000
+    rate_limit: 5
+  crm:
+    base_url: https://crm.example.com/api
+    auth: { kind: header, header: X-Api-Key }
+    actions:
+      note:
+        method: POST
+        path: "/accounts/{{ recipient }}/notes"
+        idempotency_header: Idempotency-Key
+        params:
+          text: { required: true }
+        body: { text: "{{ params.text }}" }
+triggers:
+  t:
+    sql: SELECT id, at FROM x
+    event_time: at
+    key: [id]
+rules:
+  r:
+    trigger: t
+    policy: once_ever
+    expire_after: 30m
+    frequency_cap: { max: 3, per: 24h }
+    actions:
+      - action: crm.note
+        params: { text: "hello" }
+"#;
+
+#[test]
+fn catalogue_overrides_and_custom_integrations_are_read_by_the_same_code() {
+    let defs = parse(WITH_INTEGRATIONS).unwrap();
+    let alerts = &defs.integration("alerts").unwrap().spec;
+    assert_eq!((alerts.timeout_ms, alerts.rate_limit), (2000, Some(5.0)));
+    assert_eq!(
+        alerts.base_url, "https://slack.com/api",
+        "the entry's own keys stay"
+    );
+    let crm = &defs.integration("crm").unwrap().spec;
+    assert_eq!(crm.name, "crm");
+    assert_eq!(crm.credentials(), ["token"]);
+    assert_eq!(
+        crm.actions["note"].idempotency_header.as_deref(),
+        Some("Idempotency-Key")
+    );
+    let rule = defs.rule("r").unwrap();
+    assert_eq!(rule.expire_after, Some(jiff::SignedDuration::from_mins(30)));
+    assert_eq!(
+        rule.frequency_cap,
+        Some(FrequencyCap {
+            max: 3,
+            per: jiff::SignedDuration::from_hours(24)
+        })
+    );
+}
+
+#[test]
+fn a_broken_integration_or_cap_is_reported_with_its_path() {
+    let doc = WITH_INTEGRATIONS
+        .replace("    base_url: https://crm.example.com/api\n", "")
+        .replace("{ max: 3, per: 24h }", "{ max: 0, per: soon }")
+        .replace("kind: header,", "kind: oauth9,");
+    let problems = parse(&doc).unwrap_err().0;
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"integrations.crm"), "{problems:?}");
+    assert!(paths.contains(&"rules.r.frequency_cap.max"), "{problems:?}");
+    assert!(paths.contains(&"rules.r.frequency_cap.per"), "{problems:?}");
+}

@@ -46,6 +46,8 @@ pub struct Options {
     pub rule: &'static str,
     pub integration: &'static str,
     pub allow: &'static str,
+    /// Extra keys of the rule's binding (indented by eight spaces).
+    pub binding: &'static str,
     /// Deliveries per claim (1 makes each claim see the previous send's outcome).
     pub batch: i64,
 }
@@ -56,6 +58,7 @@ impl Default for Options {
             rule: "",
             integration: "",
             allow: "127.0.0.1",
+            binding: "",
             batch: queue::DEFAULT_BATCH,
         }
     }
@@ -105,9 +108,10 @@ rules:
 {rule}    actions:
       - action: hooks.send
         params: {{ event_type: user.signed_up }}
-",
+{binding}",
         integration = opts.integration,
         rule = opts.rule,
+        binding = opts.binding,
     )
 }
 
