@@ -571,52 +571,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
             let found = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
             tx.rollback().await?;
-            if let Some(id) = filter.id {
-                let Some(d) = found.first() else {
-                    bail!("there is no delivery {id}")
-                };
-                println!(
-                    "delivery {}  (fire {}, rule {}, {})",
-                    d.id, d.fire_id, d.rule, d.mode
-                );
-                println!("  action     {}", d.action);
-                println!("  recipient  {}", d.recipient.as_deref().unwrap_or("-"));
-                println!(
-                    "  status     {}{}",
-                    d.status,
-                    d.reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                );
-                let body = d
-                    .body
+            for d in &found {
+                let reason = d
+                    .reason
                     .as_deref()
-                    .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok());
-                match body {
-                    Some(b) => println!("  body\n{}", serde_json::to_string_pretty(&b)?),
-                    None => println!("  body       (not rendered)"),
-                }
-            } else {
-                for d in &found {
-                    let reason = d
-                        .reason
-                        .as_deref()
-                        .map(|r| format!("  ({r})"))
-                        .unwrap_or_default();
-                    println!(
-                        "#{:<7} {:<10} {:<6} {:<28} {:<20} {}{reason}",
-                        d.id,
-                        d.status,
-                        d.mode,
-                        d.rule,
-                        d.action,
-                        d.recipient.as_deref().unwrap_or("-")
-                    );
-                }
-                if found.is_empty() {
-                    println!("no deliveries match");
-                }
+                    .map(|r| format!("  ({r})"))
+                    .unwrap_or_default();
+                println!(
+                    "#{:<7} {:<10} {:<6} {:<28} {:<20} {}{reason}",
+                    d.id,
+                    d.status,
+                    d.mode,
+                    d.rule,
+                    d.action,
+                    d.recipient.as_deref().unwrap_or("-")
+                );
+            }
+            if found.is_empty() {
+                println!("no deliveries match");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -25,6 +25,10 @@ async fn in_force(store: &Store) -> Result<(i64, Definitions)> {
     })
 }
 
+fn action_names(spec: &catalog::Integration) -> String {
+    spec.actions.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
 /// `rowfire integrations list`: each integration in force, its auth, credentials and state.
 pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
     let (_, defs) = in_force(store).await?;
@@ -59,15 +63,7 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
             _ => "enabled".into(),
         };
         println!("{}  ({})  {}", i.name, i.spec.name, i.spec.base_url);
-        println!(
-            "  actions      {}",
-            i.spec
-                .actions
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("  actions      {}", action_names(&i.spec));
         println!(
             "  credentials  {}",
             if creds.is_empty() {
@@ -213,12 +209,7 @@ pub(crate) async fn test(
     let Some(spec) = i.spec.actions.get(action) else {
         bail!(
             "{name} has no action {action}; it has: {}",
-            i.spec
-                .actions
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
+            action_names(&i.spec)
         );
     };
     let row: serde_json::Value =

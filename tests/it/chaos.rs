@@ -6,15 +6,11 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jiff::SignedDuration;
-use rowfire::definitions::versions;
-use rowfire::rules::{self, Mode};
-use rowfire::secret::{self, MasterKey};
-use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use rowfire::store::Store;
 use sqlx::{Connection, PgConnection, Row};
 
 use crate::receiver::Receiver;
-use crate::sending::{Options, add_signups, definitions, signing_secret};
+use crate::sending::{Options, add_signups, prepare};
 use crate::support::{TestPg, TestSqlite};
 
 const DELIVERIES: u32 = 10_000;
@@ -55,27 +51,7 @@ async fn killing_workers_mid_flight_loses_nothing_and_duplicates_only_what_was_i
     add_signups(&source, 0..DELIVERIES, now).await;
     let store = Store::open(&pg.url).await.unwrap();
     store.migrate().await.unwrap();
-    let doc = definitions(&receiver.url, &Options::default());
-    versions::push(&store, WS, &doc, now).await.unwrap();
-    rules::set_mode(&store, WS, "welcome", Mode::Live, now)
-        .await
-        .unwrap();
-    rowfire::poll::rewind(&store, WS, "signups", SignedDuration::from_hours(1), now)
-        .await
-        .unwrap();
-    let key_text = MasterKey::generate();
-    let key = MasterKey::parse(&key_text).unwrap();
-    secret::put(
-        &store,
-        &key,
-        WS,
-        "integration:hooks",
-        "signing_secret",
-        &signing_secret(),
-        now,
-    )
-    .await
-    .unwrap();
+    let key_text = prepare(&store, &receiver.url, &Options::default(), now).await;
     let env = [
         ("ROWFIRE_DATABASE_URL", pg.url.clone()),
         ("SIGNUPS_URL", source.url.clone()),

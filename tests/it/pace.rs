@@ -6,18 +6,16 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
-use rowfire::definitions::versions;
 use rowfire::deliver::client::Client;
 use rowfire::deliver::egress::Policy;
 use rowfire::deliver::outcome::RETRY_SCHEDULE;
 use rowfire::deliver::queue;
 use rowfire::deliver::sender::{self, Sender};
-use rowfire::poll::{self, Poller};
-use rowfire::rules::{self, Mode};
+use rowfire::poll::Poller;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::receiver::{Receiver, Reply};
-use crate::sending::{Options, Setup, add_signups, definitions};
+use crate::sending::{Options, Setup, add_signups, prepare};
 use crate::support::now;
 
 #[tokio::test]
@@ -142,17 +140,6 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
     add_signups(&source, 0..1, start).await;
     let store = Store::open(url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(
-        &store,
-        WS,
-        &definitions(&receiver.url, &Options::default()),
-        start,
-    )
-    .await
-    .unwrap();
-    rules::set_mode(&store, WS, "welcome", Mode::Live, start)
-        .await
-        .unwrap();
     let sender_store = if url.starts_with("postgres") {
         let other = Store::open(url).await.unwrap();
         other.listen_for_work();
@@ -160,18 +147,8 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
     } else {
         store.clone()
     };
-    let key = rowfire::secret::MasterKey::parse(&rowfire::secret::MasterKey::generate()).unwrap();
-    rowfire::secret::put(
-        &store,
-        &key,
-        WS,
-        "integration:hooks",
-        "signing_secret",
-        &crate::sending::signing_secret(),
-        start,
-    )
-    .await
-    .unwrap();
+    let key_text = prepare(&store, &receiver.url, &Options::default(), start).await;
+    let key = rowfire::secret::MasterKey::parse(&key_text).unwrap();
     let config = sender::Config {
         idle: Duration::from_secs(60),
         ..sender::Config::default()
@@ -187,15 +164,6 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
     let running = tokio::spawn(async move { sender.run_until(stopped).await });
     // Let the sender find nothing and settle into its minute-long wait (and the listener connect).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    poll::rewind(
-        &store,
-        WS,
-        "signups",
-        SignedDuration::from_hours(1),
-        Timestamp::now(),
-    )
-    .await
-    .unwrap();
     let url_source = source.url.clone();
     let poller = Poller::new(
         store.clone(),

@@ -115,6 +115,34 @@ rules:
     )
 }
 
+/// Pushes the definitions to `store`, makes the rule live, rewinds the trigger an hour before
+/// `at` and stores the signing secret under a new master key, whose text it returns.
+pub async fn prepare(store: &Store, receiver: &str, opts: &Options, at: Timestamp) -> String {
+    versions::push(store, WS, &definitions(receiver, opts), at)
+        .await
+        .unwrap();
+    rules::set_mode(store, WS, "welcome", Mode::Live, at)
+        .await
+        .unwrap();
+    poll::rewind(store, WS, "signups", SignedDuration::from_hours(1), at)
+        .await
+        .unwrap();
+    let key_text = MasterKey::generate();
+    let key = MasterKey::parse(&key_text).unwrap();
+    secret::put(
+        store,
+        &key,
+        WS,
+        "integration:hooks",
+        "signing_secret",
+        &signing_secret(),
+        at,
+    )
+    .await
+    .unwrap();
+    key_text
+}
+
 impl Setup {
     /// `rows` signups, polled into live fires whose deliveries wait in the queue.
     pub async fn new(control_plane: &str, rows: u32, opts: Options) -> Setup {
@@ -123,27 +151,7 @@ impl Setup {
         add_signups(&source, 0..rows, now()).await;
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        versions::push(&store, WS, &definitions(&receiver.url, &opts), now())
-            .await
-            .unwrap();
-        rules::set_mode(&store, WS, "welcome", Mode::Live, now())
-            .await
-            .unwrap();
-        poll::rewind(&store, WS, "signups", SignedDuration::from_hours(1), now())
-            .await
-            .unwrap();
-        let key = MasterKey::parse(&MasterKey::generate()).unwrap();
-        secret::put(
-            &store,
-            &key,
-            WS,
-            "integration:hooks",
-            "signing_secret",
-            &signing_secret(),
-            now(),
-        )
-        .await
-        .unwrap();
+        let key = MasterKey::parse(&prepare(&store, &receiver.url, &opts, now()).await).unwrap();
         let clock = Clock::fixed(now());
         let url = source.url.clone();
         let poller = Poller::new(
