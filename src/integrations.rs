@@ -79,15 +79,26 @@ pub async fn pause(
     tx.commit().await.map_err(|e| store.error(e))
 }
 
+/// A rate-limit reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// This request may go at this time (within the horizon asked for).
+    Granted(Timestamp),
+    /// Nothing free before this time; nothing was reserved.
+    Full(Timestamp),
+}
+
 /// Reserves the next request slot of an integration limited to one request per `interval`,
-/// shared by every worker: returns when this request may go.
+/// shared by every worker, if it falls within `horizon` of now. A request that would have to
+/// wait longer reserves nothing, so a backlog never books the integration's future.
 pub async fn reserve(
     store: &Store,
     workspace: &str,
     name: &str,
     interval: SignedDuration,
     now: Timestamp,
-) -> Result<Timestamp, StoreError> {
+    horizon: SignedDuration,
+) -> Result<Slot, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let slot = async {
         let lock = match &tx {
@@ -113,13 +124,17 @@ pub async fn reserve(
             .map(|t| t.0)
             .max()
             .map_or(now, |t| t.max(now));
+        if slot > now + horizon {
+            tx.rollback().await?;
+            return Ok(Slot::Full(slot));
+        }
         execute!(
             &mut tx,
             "UPDATE integration_state SET paused_until = $3 WHERE workspace_id = $1 AND name = $2",
             [workspace, name, DbTime(slot + interval)]
         )?;
         tx.commit().await?;
-        Ok::<_, sqlx::Error>(slot)
+        Ok::<_, sqlx::Error>(Slot::Granted(slot))
     };
     slot.await.map_err(|e| store.error(e))
 }

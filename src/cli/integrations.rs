@@ -264,13 +264,17 @@ pub(crate) async fn test(
         attempts: 1,
         due_at: now,
         expires_at: None,
+        lease_expires_at: now,
     };
-    let out = outbound(&claimed, &i.spec, spec, &credentials, now).map_err(|e| anyhow!(e))?;
+    // A fresh key per test, so an API that honours idempotency keys never replays an old answer.
+    let key = format!("test-{:016x}", fastrand::u64(..));
+    let out = outbound(&claimed, &key, &i.spec, spec, &credentials, now).map_err(|e| anyhow!(e))?;
     let policy = Policy::from_env().map_err(|e| anyhow!(e))?;
     let (result, took) = Client::new(policy).send(&out).await;
     match result {
         AttemptResult::Response { status, body, .. } => {
             println!("→ {status} in {} ms", took.as_millis());
+            let body = rowfire::deliver::sender::redact(&body, &credentials);
             println!("{}", body.chars().take(500).collect::<String>());
             Ok(if (200..300).contains(&status) {
                 ExitCode::SUCCESS
@@ -281,6 +285,7 @@ pub(crate) async fn test(
         AttemptResult::Timeout => bail!("timed out after {} ms", i.spec.timeout_ms),
         AttemptResult::Network(e) => bail!("network error: {e}"),
         AttemptResult::Refused(e) => bail!("refused by the egress check: {e}"),
+        AttemptResult::Invalid(e) => bail!("the request cannot be sent as rendered: {e}"),
     }
 }
 

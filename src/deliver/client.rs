@@ -15,7 +15,8 @@ use super::outcome::AttemptResult;
 pub const RESPONSE_KEEP: usize = 1024;
 
 /// A request ready to go: method, URL, headers (credentials and signatures included) and body.
-#[derive(Debug, Clone)]
+/// Its `Debug` form leaves header values out.
+#[derive(Clone)]
 pub struct Outbound {
     /// HTTP method.
     pub method: String,
@@ -27,6 +28,18 @@ pub struct Outbound {
     pub body: Vec<u8>,
     /// How long it may take.
     pub timeout: Duration,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Outbound")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("headers", &names)
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 /// The outbound client, cheap to clone (one connection pool).
@@ -105,7 +118,7 @@ impl Client {
     async fn try_send(&self, req: &Outbound) -> AttemptResult {
         let url = match reqwest::Url::parse(&req.url) {
             Ok(u) => u,
-            Err(e) => return AttemptResult::Refused(format!("the URL does not parse: {e}")),
+            Err(e) => return AttemptResult::Invalid(format!("the URL does not parse: {e}")),
         };
         if !matches!(url.scheme(), "http" | "https") {
             return AttemptResult::Refused(format!(
@@ -128,7 +141,7 @@ impl Client {
         let method = match reqwest::Method::from_bytes(req.method.as_bytes()) {
             Ok(m) => m,
             Err(_) => {
-                return AttemptResult::Refused(format!("{} is not an HTTP method", req.method));
+                return AttemptResult::Invalid(format!("{} is not an HTTP method", req.method));
             }
         };
         let mut builder = self
@@ -140,20 +153,25 @@ impl Client {
             builder = builder.header(name, value);
         }
         match builder.send().await {
-            Ok(resp) => {
+            Ok(mut resp) => {
                 let status = resp.status().as_u16();
                 let retry_after = resp
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_string);
-                let body = match resp.bytes().await {
-                    Ok(b) => {
-                        String::from_utf8_lossy(&b[..b.len().min(RESPONSE_KEEP * 4)]).into_owned()
+                // Read no more of the answer than is kept: a huge body costs nothing.
+                let mut kept = Vec::new();
+                while kept.len() < RESPONSE_KEEP * 4 {
+                    match resp.chunk().await {
+                        Ok(Some(chunk)) => kept.extend_from_slice(&chunk),
+                        Ok(None) => break,
+                        Err(e) if e.is_timeout() => return AttemptResult::Timeout,
+                        Err(_) => break,
                     }
-                    Err(e) if e.is_timeout() => return AttemptResult::Timeout,
-                    Err(_) => String::new(),
-                };
+                }
+                kept.truncate(RESPONSE_KEEP * 4);
+                let body = String::from_utf8_lossy(&kept).into_owned();
                 AttemptResult::Response {
                     status,
                     retry_after,
@@ -171,6 +189,10 @@ fn classify(e: &reqwest::Error) -> AttemptResult {
     if e.is_timeout() {
         return AttemptResult::Timeout;
     }
+    if e.is_builder() {
+        // Never the value itself: a header value may hold a credential.
+        return AttemptResult::Invalid("a header name or value is not allowed in HTTP".into());
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut innermost = e.to_string();
     while let Some(err) = source {
@@ -181,4 +203,23 @@ fn classify(e: &reqwest::Error) -> AttemptResult {
         source = err.source();
     }
     AttemptResult::Network(innermost)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_debug_form_names_headers_but_never_their_values() {
+        let out = super::Outbound {
+            method: "POST".into(),
+            url: "https://api.example.com/x".into(),
+            headers: vec![("authorization".into(), "Bearer s3cr3t-token".into())],
+            body: b"{}".to_vec(),
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let shown = format!("{out:?}");
+        assert!(
+            shown.contains("authorization") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
+    }
 }

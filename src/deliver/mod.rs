@@ -136,7 +136,9 @@ pub async fn enqueue(
             .integration(&binding.integration)
             .is_some_and(|i| i.spec.base_url == INBOX_URL);
         let capped = match (&rendered, rule.frequency_cap) {
-            (Ok(r), Some(cap)) => capped(tx, workspace, rule, mode, &r.recipient, cap, now).await?,
+            (Ok(r), Some(cap)) => {
+                capped(tx, workspace, fire_id, rule, mode, &r.recipient, cap, now).await?
+            }
             _ => None,
         };
         let (status, reason, sent_at) = match (&rendered, mode) {
@@ -197,10 +199,13 @@ pub async fn enqueue(
 }
 
 /// Whether a rule's frequency cap holds back one more delivery to `recipient` in `mode`: counts
-/// what was (or, in shadow, would have been) sent to them by this rule over the rolling window.
+/// the earlier fires that reached (or, in shadow, would have reached) them through this rule over
+/// the rolling window. A fire's own other actions do not count against it.
+#[allow(clippy::too_many_arguments)]
 async fn capped(
     tx: &mut StoreTx,
     workspace: &str,
+    fire_id: i64,
     rule: &Rule,
     mode: Mode,
     recipient: &str,
@@ -209,10 +214,10 @@ async fn capped(
 ) -> Result<Option<String>, sqlx::Error> {
     let recent = fetch_all!(
         &mut *tx,
-        "SELECT COUNT(*) FROM delivery
+        "SELECT COUNT(DISTINCT fire_id) FROM delivery
          WHERE workspace_id = $1 AND rule_name = $2 AND mode = $3 AND recipient = $4 AND created_at > $5
-           AND (status IN ('pending', 'sent') OR reason = 'shadow')",
-        [workspace, &rule.name, mode.to_string(), recipient, DbTime(now - cap.per)],
+           AND fire_id <> $6 AND (status IN ('pending', 'sent') OR reason = 'shadow')",
+        [workspace, &rule.name, mode.to_string(), recipient, DbTime(now - cap.per), fire_id],
         |r| r.try_get::<i64, _>(0)
     )?[0];
     Ok((recent >= i64::from(cap.max)).then(|| {

@@ -39,6 +39,8 @@ pub enum AttemptResult {
     Network(String),
     /// The egress check refused the address.
     Refused(String),
+    /// The request cannot be made as rendered (a header name or value that HTTP forbids).
+    Invalid(String),
 }
 
 /// What becomes of the delivery.
@@ -119,6 +121,11 @@ pub fn judge(
                 reason: format!("refused by the egress check: {e}"),
             };
         }
+        AttemptResult::Invalid(e) => {
+            return Verdict::Failed {
+                reason: format!("the request cannot be sent as rendered: {e}"),
+            };
+        }
     };
     if !retryable {
         return Verdict::Failed { reason };
@@ -128,13 +135,13 @@ pub fn judge(
             reason: format!("after {attempt} attempts: {reason}"),
         };
     };
-    // The destination's own Retry-After (capped) replaces the schedule: it knows when it can take
-    // the request again. Without one, the schedule spreads retries by ±10%.
+    // The schedule spreads retries by ±10%; a destination's Retry-After (capped) can lengthen the
+    // wait but never shorten it, so "Retry-After: 0" cannot spend every attempt in seconds.
     let spread = 1.0 + (jitter.clamp(0.0, 1.0) - 0.5) * 0.2;
-    let wait = match retry_after {
-        Some(asked) => asked.clamp(SignedDuration::ZERO, RETRY_AFTER_CAP),
-        None => SignedDuration::from_secs_f64(base.as_secs_f64() * spread),
-    };
+    let mut wait = SignedDuration::from_secs_f64(base.as_secs_f64() * spread);
+    if let Some(asked) = retry_after {
+        wait = wait.max(asked.clamp(SignedDuration::ZERO, RETRY_AFTER_CAP));
+    }
     Verdict::Retry {
         at: now + wait,
         reason,
@@ -246,9 +253,9 @@ mod tests {
             body: String::new(),
         };
         assert_eq!(
-            wait(&judge(&asked("2"), 1, t0(), false, 0.9)),
-            SignedDuration::from_secs(2),
-            "the destination's word replaces the schedule, without jitter"
+            wait(&judge(&asked("2"), 1, t0(), false, 0.5)),
+            SignedDuration::from_secs(5),
+            "never sooner than the schedule"
         );
         assert_eq!(
             wait(&judge(&asked("120"), 1, t0(), false, 0.5)),

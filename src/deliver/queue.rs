@@ -40,6 +40,8 @@ pub struct Claimed {
     pub due_at: Timestamp,
     /// After this it must not be sent.
     pub expires_at: Option<Timestamp>,
+    /// When this claim's lease lapses (another worker may then take the delivery).
+    pub lease_expires_at: Timestamp,
 }
 
 impl Claimed {
@@ -77,7 +79,7 @@ const CLAIMABLE: &str = "SELECT id FROM delivery
                             AND (s.disabled_at IS NOT NULL OR s.paused_until > $1))
         ORDER BY due_at, id LIMIT $2";
 
-const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at";
+const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at, lease_expires_at";
 
 // The selection runs exactly once (a MATERIALIZED CTE), so the claim never returns more than the
 // limit, and SKIP LOCKED keeps concurrent claimers off each other's rows.
@@ -102,6 +104,30 @@ fn claim_sqlite() -> String {
          WHERE id IN ({CLAIMABLE})
          RETURNING {CLAIMED_COLUMNS}"
     )
+}
+
+/// The plan the engine chooses for the delivery claim, one line per plan line (nothing is
+/// claimed): a check that the claim reads the partial index over pending deliveries.
+pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>, StoreError> {
+    let sql = match store.dialect() {
+        Dialect::Postgres => format!("EXPLAIN {}", claim_pg()),
+        Dialect::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sqlite()),
+    };
+    let plan = async {
+        let mut tx = store.begin_unscoped().await?;
+        let lines = fetch_all!(
+            &mut tx,
+            &sql,
+            [DbTime(now), DEFAULT_BATCH, DbTime(now + DEFAULT_LEASE)],
+            |r| match r.try_get::<String, _>(0) {
+                Ok(line) => Ok(line),
+                Err(_) => r.try_get::<String, _>(3),
+            }
+        )?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(lines)
+    };
+    plan.await.map_err(|e| store.error(e))
 }
 
 /// Announces queued work to idle workers in other processes, once per transaction (PostgreSQL
@@ -152,6 +178,7 @@ pub async fn claim_due(
                 attempts: r.try_get(9)?,
                 due_at: r.try_get::<DbTime, _>(10)?.0,
                 expires_at: r.try_get::<Option<DbTime>, _>(11)?.map(|t| t.0),
+                lease_expires_at: r.try_get::<DbTime, _>(12)?.0,
             })
         )?;
         tx.commit().await?;
@@ -170,10 +197,13 @@ pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
         };
         // A delivery is next claimable when it is due, its lease has lapsed and its
         // integration's pause has ended; a disabled integration's deliveries are not counted.
+        // Only the earliest 500 pending are looked at, so a large backlog costs nothing here.
         let sql = format!(
             "SELECT MIN({greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at)))
-             FROM delivery d LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
-             WHERE d.status = 'pending' AND s.disabled_at IS NULL"
+             FROM (SELECT workspace_id, integration, due_at, lease_expires_at FROM delivery
+                   WHERE status = 'pending' ORDER BY due_at LIMIT 500) d
+             LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
+             WHERE s.disabled_at IS NULL"
         );
         let mut tx = store.begin_unscoped().await?;
         let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>(0))?;
@@ -203,8 +233,16 @@ pub enum Settlement {
         /// Why it waits.
         reason: String,
     },
-    /// A terminal state other than sent (failed, dead, expired, …) with its reason.
+    /// A terminal state other than sent (failed, dead, …) with its reason.
     Terminal {
+        /// The state.
+        status: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A terminal state reached without a request (expired, or nothing to send): the claim's
+    /// attempt is not counted.
+    Unsent {
         /// The state.
         status: &'static str,
         /// Why.
@@ -292,6 +330,7 @@ async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bo
             ("pending", Some(reason.as_str()), None, Some(DbTime(*at)), 1)
         }
         Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None, 0),
+        Settlement::Unsent { status, reason } => (*status, Some(reason.as_str()), None, None, 1),
     };
     let changed = execute!(
         &mut *tx,
@@ -335,7 +374,14 @@ pub async fn attempts(
 }
 
 /// The error classes an attempt can record.
-pub const ERROR_CLASSES: [&str; 5] = ["http_status", "rejected", "timeout", "network", "refused"];
+pub const ERROR_CLASSES: [&str; 6] = [
+    "http_status",
+    "rejected",
+    "timeout",
+    "network",
+    "refused",
+    "invalid",
+];
 
 fn error_class(stored: &str) -> &'static str {
     ERROR_CLASSES

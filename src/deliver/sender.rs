@@ -20,6 +20,9 @@ use crate::integrations;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError};
 
+/// Time kept in hand between a request's timeout and its claim's lease.
+const LEASE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+
 /// At most this many finished sends are settled in one transaction.
 const SETTLE_GROUP: usize = 64;
 
@@ -148,7 +151,7 @@ impl Sender {
         let settling = async {
             let mut group = Vec::with_capacity(SETTLE_GROUP);
             while finished.recv_many(&mut group, SETTLE_GROUP).await > 0 {
-                let took = queue::settle_many(&self.store, &group).await?;
+                let took = self.settle_with_retries(&group).await?;
                 for (item, took) in group.drain(..).zip(took) {
                     match (&item.outcome, took) {
                         (_, false) => report.stale += 1,
@@ -156,7 +159,9 @@ impl Sender {
                         (Settlement::Retry { .. } | Settlement::Release { .. }, true) => {
                             report.waiting += 1
                         }
-                        (Settlement::Terminal { .. }, true) => report.finished_unsent += 1,
+                        (Settlement::Terminal { .. } | Settlement::Unsent { .. }, true) => {
+                            report.finished_unsent += 1
+                        }
                     }
                 }
             }
@@ -165,6 +170,30 @@ impl Sender {
         let ((), settled) = tokio::join!(sending, settling);
         settled?;
         Ok(report)
+    }
+
+    /// Settles a group of finished sends, retrying a failing control plane while the group's
+    /// leases last: a settle given up on means those requests are sent again.
+    async fn settle_with_retries(&self, group: &[Settled]) -> Result<Vec<bool>, StoreError> {
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match queue::settle_many(&self.store, group).await {
+                Ok(took) => return Ok(took),
+                Err(e) => {
+                    let lease_left = group
+                        .iter()
+                        .map(|s| s.claimed.lease_expires_at)
+                        .min()
+                        .map_or(SignedDuration::ZERO, |l| Timestamp::now().duration_until(l));
+                    if lease_left < SignedDuration::try_from(pause * 2).unwrap_or_default() {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "settling finished sends failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
     }
 
     /// Sends until nothing is due now; the sum of every pass.
@@ -274,7 +303,7 @@ impl Sender {
                 "expired: not sent within {late:#} of being due (the rule's expire_after); a late send would be wrong"
             );
             return (
-                Settlement::Terminal {
+                Settlement::Unsent {
                     status: "expired",
                     reason,
                 },
@@ -294,7 +323,7 @@ impl Sender {
                 claimed.action, claimed.id
             );
             return (
-                Settlement::Terminal {
+                Settlement::Unsent {
                     status: "failed",
                     reason,
                 },
@@ -323,35 +352,50 @@ impl Sender {
         }
         if let Some(rate) = integration.rate_limit.filter(|r| *r > 0.0) {
             let interval = SignedDuration::from_secs_f64(1.0 / rate);
-            match integrations::reserve(
+            let horizon = SignedDuration::from_secs(1);
+            let reserved = integrations::reserve(
                 &self.store,
                 &claimed.workspace,
                 &claimed.integration,
                 interval,
                 now,
+                horizon,
             )
-            .await
-            {
+            .await;
+            match reserved {
                 Err(e) => return (wait(format!("the rate limit could not be read: {e}")), None),
-                Ok(slot) if slot > now + SignedDuration::from_secs(1) => {
+                Ok(integrations::Slot::Full(at)) => {
                     let reason = format!(
                         "paced: {} allows {rate} requests a second",
                         claimed.integration
                     );
-                    return (Settlement::Release { at: slot, reason }, None);
+                    return (Settlement::Release { at, reason }, None);
                 }
-                Ok(slot) => {
+                Ok(integrations::Slot::Granted(slot)) => {
                     if let Ok(d) = Duration::try_from(now.duration_until(slot)) {
                         tokio::time::sleep(d).await;
                     }
                 }
             }
         }
-        let request = match outbound(claimed, integration, action, credentials, now) {
+        // A request must finish inside the claim's lease, or another worker could take the
+        // delivery over and send it while this one still is.
+        let timeout = SignedDuration::from_millis(integration.timeout_ms.max(1) as i64);
+        if self.clock.now() + timeout + LEASE_MARGIN > claimed.lease_expires_at {
+            let reason = format!(
+                "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
+                claimed.integration, timeout
+            );
+            tracing::warn!(delivery = claimed.id, "{reason}");
+            let at = self.clock.now() + SignedDuration::from_secs(5);
+            return (Settlement::Release { at, reason }, None);
+        }
+        let key = claimed.id.to_string();
+        let request = match outbound(claimed, &key, integration, action, credentials, now) {
             Ok(r) => r,
             Err(reason) => {
                 return (
-                    Settlement::Terminal {
+                    Settlement::Unsent {
                         status: "failed",
                         reason,
                     },
@@ -369,7 +413,11 @@ impl Sender {
             action.ok_field,
             fastrand::f64(),
         );
-        let attempt = record(&result, &verdict, started_at, latency);
+        let mut attempt = record(&result, &verdict, started_at, latency);
+        // A destination that echoes the request must not put a credential into the record.
+        if let Some(response) = &mut attempt.response {
+            *response = redact(response, credentials);
+        }
         let outcome = match verdict {
             Verdict::Sent => Settlement::Sent,
             Verdict::Retry { at, reason } => {
@@ -406,8 +454,10 @@ impl Sender {
                 {
                     tracing::error!(error = %e, "could not disable the integration after a 410");
                 }
+                // Disabled, it is not claimed until enabled; if disabling failed, it waits a
+                // minute rather than meeting the 410 again at once.
                 Settlement::Retry {
-                    at: ended,
+                    at: ended + SignedDuration::from_mins(1),
                     reason: format!(
                         "waiting: {reason}; `rowfire integrations enable {}` sends it",
                         claimed.integration
@@ -417,6 +467,14 @@ impl Sender {
         };
         (outcome, Some(attempt))
     }
+}
+
+/// `text` with every credential value of four or more characters replaced.
+pub fn redact(text: &str, credentials: &BTreeMap<String, String>) -> String {
+    credentials
+        .values()
+        .filter(|v| v.len() >= 4)
+        .fold(text.to_string(), |t, v| t.replace(v.as_str(), "[redacted]"))
 }
 
 /// The attempt as recorded: status, class of error, and the start of the answer.
@@ -439,6 +497,7 @@ fn record(
         AttemptResult::Timeout => (None, Some("timeout"), None),
         AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
         AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
+        AttemptResult::Invalid(e) => (None, Some("invalid"), Some(keep(e))),
     };
     Attempt {
         started_at,
@@ -453,6 +512,7 @@ fn record(
 /// added only now and never stored: authentication, signatures and the idempotency key.
 pub fn outbound(
     claimed: &Claimed,
+    idempotency_key: &str,
     integration: &Integration,
     action: &Action,
     credentials: &BTreeMap<String, String>,
@@ -476,7 +536,7 @@ pub fn outbound(
             headers.push((name, value));
         }
     }
-    let id = claimed.id.to_string();
+    let id = idempotency_key.to_string();
     if let Some(name) = &action.idempotency_header {
         headers.push((name.clone(), id.clone()));
     }
@@ -510,4 +570,17 @@ pub fn outbound(
         body,
         timeout: Duration::from_millis(integration.timeout_ms.max(1)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_echoed_credential_is_redacted_from_what_is_recorded() {
+        let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
+        let echoed = r#"{"ok":false,"echo":"Bearer xoxb-123-secret"}"#;
+        assert_eq!(
+            super::redact(echoed, &creds),
+            r#"{"ok":false,"echo":"Bearer [redacted]"}"#
+        );
+    }
 }

@@ -97,7 +97,7 @@ async fn after_the_last_retry_a_delivery_is_dead_with_every_attempt_kept_and_can
     let mut at = SignedDuration::ZERO;
     for _ in 0..RETRY_SCHEDULE.len() {
         s.at(at).await;
-        at += SignedDuration::from_hours(25);
+        at += SignedDuration::from_hours(27); // past the longest wait, 24 h + 10%
     }
     let d = s.only().await;
     assert_eq!(d.status, "dead", "{d:?}");

@@ -247,3 +247,34 @@ async fn fire_count(store: &Store) -> usize {
     tx.rollback().await.unwrap();
     n
 }
+
+#[tokio::test]
+async fn the_claim_reads_the_partial_index_however_many_deliveries_were_sent() {
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    let (store, pending) = pending_deliveries(&pg.url).await;
+    // 200,000 finished deliveries beside a few pending ones.
+    let mut c = pg.admin().await;
+    sqlx::raw_sql(
+        "UPDATE delivery SET status = 'sent' WHERE id NOT IN (SELECT id FROM delivery ORDER BY id LIMIT 5);
+         INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, status, due_at, created_at)
+         SELECT d.workspace_id, d.fire_id, d.rule_name, d.mode, 1000 + g, d.integration, d.action, 'sent', d.due_at, d.created_at
+         FROM (SELECT * FROM delivery ORDER BY id LIMIT 1) d, generate_series(1, 200000) g;
+         ANALYZE delivery;",
+    )
+    .execute(&mut c)
+    .await
+    .unwrap();
+    assert!(pending > 5);
+    let plan = queue::explain_claim(&store, now())
+        .await
+        .unwrap()
+        .join("\n");
+    assert!(plan.contains("delivery_due"), "{plan}");
+    assert!(!plan.contains("Seq Scan on delivery"), "{plan}");
+    let claimed = queue::claim_due(&store, now(), 200, queue::DEFAULT_LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 5);
+}

@@ -193,3 +193,58 @@ async fn no_credential_or_dsn_appears_in_the_database_the_logs_or_any_output() {
     assert!(stderr.contains("sealed under master key"), "{stderr}");
     assert!(!stdout.contains(TOKEN) && !stderr.contains(TOKEN));
 }
+
+#[test]
+fn integrations_add_extends_the_definitions_in_force_and_list_shows_the_missing_credential() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = format!("sqlite://{}", dir.path().join("rowfire.db").display());
+    let env = [("ROWFIRE_DATABASE_URL", cp.as_str())];
+    let push = rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env);
+    assert!(push.status.success(), "{}", text(&push).1);
+    let add = rowfire(
+        &["integrations", "add", "alerts", "--catalog", "slack"],
+        &env,
+    );
+    let (stdout, stderr) = text(&add);
+    assert!(add.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("set-credential alerts token"), "{stdout}");
+    let pulled = text(&rowfire(&["pull"], &env)).0;
+    let original = std::fs::read_to_string("examples/saas/definitions.yaml").unwrap();
+    assert!(
+        pulled.contains("  alerts:\n    catalog: \"slack\""),
+        "{pulled}"
+    );
+    assert_eq!(
+        pulled.replace("  alerts:\n    catalog: \"slack\"\n", ""),
+        original,
+        "the rest of the document is kept as written"
+    );
+    let list = text(&rowfire(&["integrations", "list"], &env)).0;
+    assert!(
+        list.contains("alerts  (slack)  https://slack.com/api"),
+        "{list}"
+    );
+    assert!(list.contains("token MISSING"), "{list}");
+    let again = rowfire(
+        &["integrations", "add", "alerts", "--catalog", "slack"],
+        &env,
+    );
+    assert!(!again.status.success());
+    assert!(text(&again).1.contains("already defined"));
+    let no_key = rowfire(
+        &[
+            "integrations",
+            "set-credential",
+            "alerts",
+            "token",
+            "--from-env",
+            "HOME",
+        ],
+        &env,
+    );
+    assert!(
+        text(&no_key).1.contains("ROWFIRE_MASTER_KEY is not set"),
+        "{}",
+        text(&no_key).1
+    );
+}

@@ -272,11 +272,17 @@ async fn a_429_with_retry_after_2_is_not_retried_sooner_and_slows_the_whole_inte
     );
     s.at(SignedDuration::from_millis(1_900)).await;
     assert_eq!(s.receiver.count(), 1, "nothing goes before Retry-After");
-    s.at(SignedDuration::from_millis(2_000)).await;
+    s.at(SignedDuration::from_millis(4_400)).await;
+    assert_eq!(
+        s.receiver.count(),
+        1,
+        "nor before the schedule's 5 s (±10%), which a shorter Retry-After cannot cut"
+    );
+    s.at(SignedDuration::from_secs(6)).await;
     assert_eq!(
         s.receiver.count(),
         4,
-        "at 2 s the retry and the two held back go"
+        "then the retry and the two held back go"
     );
     assert!(s.deliveries().await.iter().all(|d| d.status == "sent"));
     let seen = s.receiver.seen();

@@ -7,6 +7,9 @@ use serde_yaml_ng::{Mapping, Value as Yaml};
 use super::*;
 use crate::cadence::{Anchor, Cadence, Period};
 
+/// The longest expiry or frequency-cap window a rule may give.
+const MAX_WINDOW: SignedDuration = SignedDuration::from_hours(24 * 366);
+
 impl Cx {
     /// A catalogue entry with overrides (`catalog: slack`), or a custom integration given in
     /// full (`base_url`, `auth`, `actions` …), read by the catalogue's own code.
@@ -46,10 +49,27 @@ impl Cx {
         };
         match serde_yaml_ng::from_value::<crate::deliver::catalog::Integration>(Yaml::Mapping(spec))
         {
-            Ok(spec) => Some(IntegrationDef {
-                name: name.to_string(),
-                spec,
-            }),
+            Ok(spec) => {
+                if !(1..=50_000).contains(&spec.timeout_ms) {
+                    self.problem(
+                        format!("{path}.timeout_ms"),
+                        "expected milliseconds from 1 to 50000 (a request must finish well inside the 60 s delivery lease)",
+                    );
+                }
+                if spec
+                    .rate_limit
+                    .is_some_and(|r| !(0.001..=100_000.0).contains(&r))
+                {
+                    self.problem(
+                        format!("{path}.rate_limit"),
+                        "expected requests per second from 0.001 to 100000",
+                    );
+                }
+                Some(IntegrationDef {
+                    name: name.to_string(),
+                    spec,
+                })
+            }
             Err(e) => {
                 self.problem(
                     path,
@@ -186,6 +206,9 @@ impl Cx {
         let description = self.string(m, "description", &path, false);
         let actions = self.bindings(m, &path, integrations);
         let expire_after = self.optional_duration(m, "expire_after", &path);
+        if expire_after.is_some_and(|e| e > MAX_WINDOW) {
+            self.problem(format!("{path}.expire_after"), "at most 366 days");
+        }
         let frequency_cap = self.frequency_cap(m, &path);
         Some(Rule {
             name: name.to_string(),
