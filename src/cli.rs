@@ -19,6 +19,7 @@ use rowfire::{demo, poll};
 use std::path::Path;
 use std::process::ExitCode;
 
+pub(crate) mod commands;
 pub(crate) mod integrations;
 
 /// How a worker process runs.

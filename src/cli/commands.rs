@@ -1,0 +1,154 @@
+//! The subcommands' arguments (`rowfire integrations …`, `sources …`, `deliveries …`,
+//! `fixture …`), parsed by clap in `main.rs`.
+
+use clap::Subcommand;
+use jiff::{SignedDuration, Timestamp};
+
+use crate::parse_now;
+
+#[derive(Subcommand)]
+pub(crate) enum IntegrationsCommand {
+    /// Each integration in force: its actions, which credentials are set, and its state.
+    ///
+    /// Example: rowfire integrations list
+    List,
+    /// The built-in catalogue: Slack, Zendesk, Braze, a signed webhook and the Demo inbox.
+    ///
+    /// Example: rowfire integrations catalog
+    Catalog,
+    /// Add an integration from the catalogue to the definitions in force (a new version).
+    ///
+    /// Example: rowfire integrations add alerts --catalog slack
+    Add {
+        /// The name rules bind to.
+        name: String,
+        /// The catalogue entry (`rowfire integrations catalog` lists them).
+        #[arg(long)]
+        catalog: String,
+        /// Where its requests go, if not the entry's default.
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+    /// Store a credential, encrypted under ROWFIRE_MASTER_KEY. The value comes from an
+    /// environment variable or standard input, never the command line, and is never printed.
+    ///
+    /// Example: rowfire integrations set-credential alerts token --from-env SLACK_BOT_TOKEN
+    SetCredential {
+        /// The integration.
+        name: String,
+        /// The credential (token, username, password, signing_secret, signing_secret_previous).
+        credential: String,
+        /// Read the value from this environment variable (else from standard input).
+        #[arg(long)]
+        from_env: Option<String>,
+    },
+    /// Enable an integration a 410 disabled; its waiting deliveries go at once.
+    ///
+    /// Example: rowfire integrations enable alerts
+    Enable {
+        /// The integration.
+        name: String,
+    },
+    /// Render one action with a sample row and send it once, printing the answer.
+    ///
+    /// Example: rowfire integrations test alerts post_message --row '{"id": 1}' --param channel=#ops --param 'text=hello {{ id }}'
+    Test {
+        /// The integration.
+        name: String,
+        /// The action.
+        action: String,
+        /// The sample row, as a JSON object.
+        #[arg(long, default_value = "{}")]
+        row: String,
+        /// A parameter template, NAME=TEMPLATE (repeatable).
+        #[arg(long = "param")]
+        params: Vec<String>,
+        /// The recipient (default: the key, here `test`).
+        #[arg(long)]
+        recipient: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SourcesCommand {
+    /// Each source in force and where its DSN comes from.
+    ///
+    /// Example: rowfire sources list
+    List,
+    /// Store a source's DSN encrypted under ROWFIRE_MASTER_KEY, read from an environment
+    /// variable; workers prefer it to the variable the definitions name.
+    ///
+    /// Example: rowfire sources add billing --url-env BILLING_DATABASE_URL
+    Add {
+        /// The source's name (`default` for the top-level `source`).
+        name: String,
+        /// The environment variable holding the DSN now.
+        #[arg(long)]
+        url_env: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum DeliveriesCommand {
+    /// One delivery: its rule, state, reason, recipient, recorded request and every attempt.
+    ///
+    /// Example: rowfire deliveries show 42
+    Show {
+        /// The delivery's id.
+        id: i64,
+    },
+    /// Re-queue a failed or dead delivery, due now, with the same id (its idempotency key).
+    ///
+    /// Example: rowfire deliveries retry 42
+    Retry {
+        /// The delivery's id.
+        id: i64,
+    },
+    /// Delete finished deliveries older than an age; pending ones and the ledger are kept.
+    ///
+    /// Example: rowfire deliveries prune --older-than 30d
+    Prune {
+        /// Age such as 30d, 12h or 90m.
+        #[arg(long, value_parser = parse_age)]
+        older_than: SignedDuration,
+    },
+}
+
+pub(crate) fn parse_age(s: &str) -> Result<SignedDuration, String> {
+    let days = s
+        .strip_suffix('d')
+        .and_then(|n| n.trim().parse::<i64>().ok());
+    match days {
+        Some(d) if d >= 0 => Ok(SignedDuration::from_hours(24 * d)),
+        _ => s
+            .parse::<SignedDuration>()
+            .map_err(|_| format!("\"{s}\" is not an age; use 30d, 12h or 90m")),
+    }
+}
+
+#[derive(Subcommand)]
+pub(crate) enum FixtureCommand {
+    /// Write the deterministic sample B2B SaaS database into SQLite or PostgreSQL.
+    ///
+    /// Example: rowfire fixture load --into sqlite://sample.db --now 2026-11-29T12:00:00Z
+    Load {
+        /// postgres://… or sqlite://path (created if missing).
+        #[arg(long)]
+        into: String,
+        /// Place every timestamp relative to this instant (RFC 3339 or YYYY-MM-DD); default now.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<Timestamp>,
+    },
+    /// Add fresh activity (declined payments, a detractor) to a sample database, stamped within
+    /// the last minute, so a running worker has something new to fire on.
+    ///
+    /// Example: rowfire fixture simulate --into sqlite://rowfire-demo/sample.db --rows 5
+    Simulate {
+        /// The sample database: postgres://… or sqlite://path.
+        #[arg(long)]
+        into: String,
+        /// Declined payments to add.
+        #[arg(long, default_value_t = 5)]
+        rows: usize,
+    },
+}
