@@ -213,6 +213,29 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
         };
         println!("  {:<28} {state:<7} on {}", r.rule, r.trigger);
     }
+    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+    let counts = rowfire::deliver::counts(&mut tx, DEFAULT_WORKSPACE).await?;
+    tx.rollback().await?;
+    let shown: Vec<String> = counts
+        .iter()
+        .map(|(status, n, oldest)| match status.as_str() {
+            "pending" => format!("pending {n} (earliest due {oldest})"),
+            _ => format!("{status} {n}"),
+        })
+        .collect();
+    if !shown.is_empty() {
+        println!("deliveries: {}", shown.join(", "));
+    }
+    for i in rowfire::integrations::states(store, DEFAULT_WORKSPACE).await? {
+        if let Some(at) = i.disabled_at {
+            println!(
+                "integration {} DISABLED since {at}: {}; `rowfire integrations enable {}`",
+                i.name,
+                i.disabled_reason.as_deref().unwrap_or("no reason"),
+                i.name
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

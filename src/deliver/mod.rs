@@ -311,6 +311,19 @@ pub async fn list(
     )
 }
 
+/// How many deliveries a workspace has in each state, with the earliest due time among them.
+pub async fn counts(
+    tx: &mut StoreTx,
+    workspace: &str,
+) -> Result<Vec<(String, i64, Timestamp)>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT status, COUNT(*), MIN(due_at) FROM delivery WHERE workspace_id = $1 GROUP BY status ORDER BY status",
+        [workspace],
+        |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get::<DbTime, _>(2)?.0))
+    )
+}
+
 /// The Demo inbox: messages delivered to `inbox://demo`, newest first.
 pub async fn inbox(
     tx: &mut StoreTx,

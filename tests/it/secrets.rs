@@ -110,6 +110,7 @@ async fn no_credential_or_dsn_appears_in_the_database_the_logs_or_any_output() {
     output.push_str(&stdout);
     output.push_str(&stderr);
     for args in [
+        &["status"][..],
         &["deliveries"][..],
         &["deliveries", "show", "2"],
         &[
