@@ -463,6 +463,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     from_env,
                 } => i::set_credential(&store, &name, &credential, from_env.as_deref()).await,
                 IntegrationsCommand::Enable { name } => i::enable(&store, &name).await,
+                IntegrationsCommand::Disable { name, reason } => {
+                    i::disable(&store, &name, &reason.join(" ")).await
+                }
                 IntegrationsCommand::Test {
                     name,
                     action,

@@ -42,7 +42,17 @@ pub(crate) enum IntegrationsCommand {
         #[arg(long)]
         from_env: Option<String>,
     },
-    /// Enable an integration a 410 disabled; its waiting deliveries go at once.
+    /// Disable an integration by hand: its deliveries wait, unlost, until it is enabled.
+    ///
+    /// Example: rowfire integrations disable alerts "Slack workspace migration tonight"
+    Disable {
+        /// The integration.
+        name: String,
+        /// Why, for the people who will see it.
+        #[arg(num_args = 0..)]
+        reason: Vec<String>,
+    },
+    /// Enable an integration a 410 (or a person) disabled; its waiting deliveries go at once.
     ///
     /// Example: rowfire integrations enable alerts
     Enable {

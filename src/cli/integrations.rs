@@ -183,6 +183,22 @@ pub(crate) async fn set_credential(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `rowfire integrations disable`.
+pub(crate) async fn disable(store: &Store, name: &str, reason: &str) -> Result<ExitCode> {
+    let (_, defs) = in_force(store).await?;
+    if defs.integration(name).is_none() {
+        bail!("there is no integration {name}; `rowfire integrations list` shows them");
+    }
+    let reason = if reason.trim().is_empty() {
+        "disabled by hand".to_string()
+    } else {
+        format!("disabled by hand: {reason}")
+    };
+    integrations::disable(store, WS, name, &reason, Timestamp::now()).await?;
+    println!("{name} is disabled; its deliveries wait until `rowfire integrations enable {name}`");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `rowfire integrations enable`.
 pub(crate) async fn enable(store: &Store, name: &str) -> Result<ExitCode> {
     if integrations::enable(store, WS, name).await? {
