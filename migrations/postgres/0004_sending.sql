@@ -1,6 +1,11 @@
 -- Sending: every attempt at a delivery, each integration's state (enabled, shared pace), sealed
 -- secrets, and a rule's expiry on its deliveries.
 
+-- The claim orders pending deliveries by (due_at, id): the partial index covers both, so a claim
+-- reads the first rows of the index however many deliveries are pending or were sent.
+DROP INDEX delivery_due;
+CREATE INDEX delivery_due ON delivery (due_at, id) WHERE status = 'pending';
+
 ALTER TABLE delivery ADD COLUMN expires_at TIMESTAMPTZ;
 
 -- Frequency caps count a recipient's recent deliveries of one rule in one mode.

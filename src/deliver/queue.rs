@@ -290,14 +290,127 @@ pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, 
     workspaces.dedup();
     for workspace in workspaces {
         let mut tx = store.begin(workspace).await?;
-        for (i, item) in batch.iter().enumerate() {
-            if item.claimed.workspace == workspace {
-                took[i] = settle_one(&mut tx, item)
+        let mine: Vec<usize> = (0..batch.len())
+            .filter(|i| batch[*i].claimed.workspace == workspace)
+            .collect();
+        if let crate::store::StoreTx::Postgres(t) = &mut tx {
+            let items: Vec<&Settled> = mine.iter().map(|i| &batch[*i]).collect();
+            let settled = settle_pg(t, workspace, &items)
+                .await
+                .map_err(|e| store.error(e))?;
+            for i in mine {
+                took[i] = settled.contains(&batch[i].claimed.id);
+            }
+        } else {
+            for i in mine {
+                took[i] = settle_one(&mut tx, &batch[i])
                     .await
                     .map_err(|e| store.error(e))?;
             }
         }
         tx.commit().await.map_err(|e| store.error(e))?;
+    }
+    Ok(took)
+}
+
+/// What a settlement writes: status, reason, sent_at, the new due time, and whether the claim's
+/// attempt is taken back (no request was made).
+fn columns(
+    item: &Settled,
+) -> (
+    &str,
+    Option<&str>,
+    Option<Timestamp>,
+    Option<Timestamp>,
+    i64,
+) {
+    match &item.outcome {
+        Settlement::Sent => ("sent", None, Some(item.at), None, 0),
+        Settlement::Retry { at, reason } => ("pending", Some(reason.as_str()), None, Some(*at), 0),
+        Settlement::Release { at, reason } => {
+            ("pending", Some(reason.as_str()), None, Some(*at), 1)
+        }
+        Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None, 0),
+        Settlement::Unsent { status, reason } => (*status, Some(reason.as_str()), None, None, 1),
+    }
+}
+
+/// PostgreSQL: a group's attempts in one INSERT and its fenced updates in one UPDATE, from
+/// arrays. Returns the ids whose (id, token) still matched.
+async fn settle_pg(
+    t: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    workspace: &str,
+    items: &[&Settled],
+) -> Result<std::collections::HashSet<i64>, sqlx::Error> {
+    let tried: Vec<(&Settled, &Attempt)> = items
+        .iter()
+        .filter_map(|s| s.attempt.as_ref().map(|a| (*s, a)))
+        .collect();
+    if !tried.is_empty() {
+        let ids: Vec<i64> = tried.iter().map(|(s, _)| s.claimed.id).collect();
+        let numbers: Vec<i64> = tried.iter().map(|(s, _)| s.claimed.attempts).collect();
+        let started: Vec<jiff_sqlx::Timestamp> =
+            tried.iter().map(|(_, a)| a.started_at.into()).collect();
+        let latency: Vec<i64> = tried.iter().map(|(_, a)| a.latency_ms).collect();
+        let codes: Vec<Option<i32>> = tried
+            .iter()
+            .map(|(_, a)| a.status_code.map(i32::from))
+            .collect();
+        let classes: Vec<Option<&str>> = tried.iter().map(|(_, a)| a.error_class).collect();
+        let responses: Vec<Option<&str>> =
+            tried.iter().map(|(_, a)| a.response.as_deref()).collect();
+        sqlx::query(
+            "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
+             SELECT $1, u.* FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::bigint[], $6::int[], $7::text[], $8::text[])
+                 AS u(delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)",
+        )
+        .bind(workspace)
+        .bind(&ids)
+        .bind(&numbers)
+        .bind(&started)
+        .bind(&latency)
+        .bind(&codes)
+        .bind(&classes)
+        .bind(&responses)
+        .execute(&mut **t)
+        .await?;
+    }
+    let cols: Vec<_> = items.iter().map(|s| columns(s)).collect();
+    let ids: Vec<i64> = items.iter().map(|s| s.claimed.id).collect();
+    let tokens: Vec<i64> = items.iter().map(|s| s.claimed.token).collect();
+    let statuses: Vec<&str> = cols.iter().map(|c| c.0).collect();
+    let reasons: Vec<Option<&str>> = cols.iter().map(|c| c.1).collect();
+    let sent: Vec<Option<jiff_sqlx::Timestamp>> =
+        cols.iter().map(|c| c.2.map(Into::into)).collect();
+    let due: Vec<Option<jiff_sqlx::Timestamp>> = cols.iter().map(|c| c.3.map(Into::into)).collect();
+    let uncount: Vec<i64> = cols.iter().map(|c| c.4).collect();
+    let rows = sqlx::query(
+        "UPDATE delivery AS d SET status = u.status, reason = u.reason, sent_at = u.sent_at,
+                due_at = COALESCE(u.due_at, d.due_at), lease_expires_at = NULL, attempts = d.attempts - u.uncount
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[])
+             AS u(id, token, status, reason, sent_at, due_at, uncount)
+         WHERE d.id = u.id AND d.fencing_token = u.token
+         RETURNING d.id",
+    )
+    .bind(&ids)
+    .bind(&tokens)
+    .bind(&statuses)
+    .bind(&reasons)
+    .bind(&sent)
+    .bind(&due)
+    .bind(&uncount)
+    .fetch_all(&mut **t)
+    .await?;
+    let took: std::collections::HashSet<i64> = rows
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    for item in items.iter().filter(|s| !took.contains(&s.claimed.id)) {
+        tracing::warn!(
+            delivery = item.claimed.id,
+            token = item.claimed.token,
+            "stale delivery settle ignored: the lease was taken over"
+        );
     }
     Ok(took)
 }
@@ -321,17 +434,8 @@ async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bo
             ]
         )?;
     }
-    let (status, reason, sent_at, due_at, uncount) = match &item.outcome {
-        Settlement::Sent => ("sent", None, Some(DbTime(item.at)), None, 0),
-        Settlement::Retry { at, reason } => {
-            ("pending", Some(reason.as_str()), None, Some(DbTime(*at)), 0)
-        }
-        Settlement::Release { at, reason } => {
-            ("pending", Some(reason.as_str()), None, Some(DbTime(*at)), 1)
-        }
-        Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None, 0),
-        Settlement::Unsent { status, reason } => (*status, Some(reason.as_str()), None, None, 1),
-    };
+    let (status, reason, sent_at, due_at, uncount) = columns(item);
+    let (sent_at, due_at) = (sent_at.map(DbTime), due_at.map(DbTime));
     let changed = execute!(
         &mut *tx,
         "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL, attempts = attempts - $7
