@@ -163,11 +163,24 @@ pub fn secret_owner(name: &str) -> String {
     format!("integration:{name}")
 }
 
+/// A YAML mapping of scalar settings, each value quoted.
+pub fn settings(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}: {}\n",
+                serde_json::to_string(v).expect("strings serialise")
+            )
+        })
+        .collect()
+}
+
 /// Adds an integration to a definitions document, keeping the rest of the text as written: the
-/// entry goes under the top-level `integrations:` key (added if missing). `entry` holds its keys,
-/// such as `catalog: slack`. The result is parsed before it is returned, so a document this
+/// entry goes under the top-level `integrations:` key (added if missing). `entry` is its YAML
+/// mapping (`catalog: slack`, or a custom integration's `base_url`, `auth` and `actions`). The result is parsed before it is returned, so a document this
 /// cannot edit safely is refused with the reason, never pushed half-right.
-pub fn add_to_document(doc: &str, name: &str, entry: &[(&str, &str)]) -> Result<String, String> {
+pub fn add_to_document(doc: &str, name: &str, entry: &str) -> Result<String, String> {
     let defs = crate::definitions::parse(doc).map_err(|e| e.to_string())?;
     if defs.integration(name).is_some() {
         return Err(format!("an integration named {name} is already defined"));
@@ -183,9 +196,8 @@ pub fn add_to_document(doc: &str, name: &str, entry: &[(&str, &str)]) -> Result<
         ));
     }
     let mut block = format!("  {name}:\n");
-    for (key, value) in entry {
-        let quoted = serde_json::to_string(value).expect("strings serialise");
-        block.push_str(&format!("    {key}: {quoted}\n"));
+    for line in entry.lines().filter(|l| !l.trim().is_empty()) {
+        block.push_str(&format!("    {line}\n"));
     }
     let mut lines: Vec<&str> = doc.lines().collect();
     let text = match lines.iter().position(|l| l.trim_end() == "integrations:") {
@@ -195,8 +207,18 @@ pub fn add_to_document(doc: &str, name: &str, entry: &[(&str, &str)]) -> Result<
         }
         None => format!("{}\nintegrations:\n{block}", doc.trim_end()),
     };
+    let ours = format!("integrations.{name}");
     match crate::definitions::parse(&text) {
         Ok(d) if d.integration(name).is_some() => Ok(text),
+        Err(crate::definitions::Problems(problems))
+            if problems.iter().any(|p| p.path.starts_with(&ours)) =>
+        {
+            Err(problems
+                .iter()
+                .map(|p| format!("{}: {}", p.path, p.message))
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
         Ok(_) | Err(_) => Err(format!(
             "the definitions in force are laid out in a way this command cannot edit safely; add `{name}` under `integrations:` in your file and push it"
         )),
@@ -205,13 +227,13 @@ pub fn add_to_document(doc: &str, name: &str, entry: &[(&str, &str)]) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use super::add_to_document;
+    use super::{add_to_document, settings};
 
     const DOC: &str = "version: 2\n# the team's rules\ntriggers:\n  t:\n    sql: SELECT id, at FROM x\n    event_time: at\n    key: [id]\nrules: {}\n";
 
     #[test]
     fn adding_an_integration_keeps_the_rest_of_the_document_and_its_comments() {
-        let added = add_to_document(DOC, "alerts", &[("catalog", "slack")]).unwrap();
+        let added = add_to_document(DOC, "alerts", &settings(&[("catalog", "slack")])).unwrap();
         assert!(added.starts_with(DOC.trim_end()), "{added}");
         let defs = crate::definitions::parse(&added).unwrap();
         assert_eq!(
@@ -221,10 +243,10 @@ mod tests {
         let again = add_to_document(
             &added,
             "hooks",
-            &[
+            &settings(&[
                 ("catalog", "webhook"),
                 ("base_url", "https://example.com/in"),
-            ],
+            ]),
         )
         .unwrap();
         assert!(again.contains("# the team's rules"));
@@ -235,10 +257,18 @@ mod tests {
         );
         assert!(defs.integration("alerts").is_some());
         assert!(
-            add_to_document(&again, "hooks", &[("catalog", "webhook")])
+            add_to_document(&again, "hooks", &settings(&[("catalog", "webhook")]))
                 .unwrap_err()
                 .contains("already defined")
         );
-        assert!(add_to_document(DOC, "x", &[("catalog", "nope")]).is_err());
+        let unknown = add_to_document(DOC, "x", &settings(&[("catalog", "nope")])).unwrap_err();
+        assert!(unknown.starts_with("integrations.x.catalog: "), "{unknown}");
+        let custom = "base_url: https://crm.example.com\nauth: { kind: bearer }\nactions:\n  note:\n    method: POST\n    path: /notes\n    body: { text: hi }\n";
+        let with_custom = add_to_document(DOC, "crm", custom).unwrap();
+        let defs = crate::definitions::parse(&with_custom).unwrap();
+        assert_eq!(
+            defs.integration("crm").unwrap().spec.actions["note"].path,
+            "/notes"
+        );
     }
 }

@@ -455,8 +455,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 IntegrationsCommand::Add {
                     name,
                     catalog,
+                    from,
                     base_url,
-                } => i::add(&store, &name, &catalog, base_url.as_deref()).await,
+                } => {
+                    let (entry, url) = (catalog.as_deref(), base_url.as_deref());
+                    i::add(&store, &name, entry, url, from.as_deref()).await
+                }
                 IntegrationsCommand::SetCredential {
                     name,
                     credential,

@@ -16,15 +16,20 @@ pub(crate) enum IntegrationsCommand {
     ///
     /// Example: rowfire integrations catalog
     Catalog,
-    /// Add an integration from the catalogue to the definitions in force (a new version).
+    /// Add an integration to the definitions in force (a new version): a catalogue entry, or a
+    /// custom one described in a YAML file (base_url, auth, actions), read by the same code.
     ///
     /// Example: rowfire integrations add alerts --catalog slack
+    /// Example: rowfire integrations add crm --from crm.yaml
     Add {
         /// The name rules bind to.
         name: String,
         /// The catalogue entry (`rowfire integrations catalog` lists them).
+        #[arg(long, conflicts_with = "from", required_unless_present = "from")]
+        catalog: Option<String>,
+        /// A custom integration's YAML: base_url, auth, timeout_ms, rate_limit, actions.
         #[arg(long)]
-        catalog: String,
+        from: Option<std::path::PathBuf>,
         /// Where its requests go, if not the entry's default.
         #[arg(long)]
         base_url: Option<String>,

@@ -96,20 +96,39 @@ pub(crate) fn catalog() -> ExitCode {
 pub(crate) async fn add(
     store: &Store,
     name: &str,
-    from_catalog: &str,
+    from_catalog: Option<&str>,
     base_url: Option<&str>,
+    from_file: Option<&std::path::Path>,
 ) -> Result<ExitCode> {
     let current = versions::get(store, WS, None).await?.ok_or_else(|| {
         anyhow!("nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`")
     })?;
-    let mut entry = vec![("catalog", from_catalog)];
-    entry.extend(base_url.map(|u| ("base_url", u)));
+    let entry = match (from_catalog, from_file) {
+        (Some(entry), None) => {
+            let mut pairs = vec![("catalog", entry)];
+            pairs.extend(base_url.map(|u| ("base_url", u)));
+            integrations::settings(&pairs)
+        }
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            match base_url {
+                Some(u) => format!("{text}\n{}", integrations::settings(&[("base_url", u)])),
+                None => text,
+            }
+        }
+        _ => bail!(
+            "give either --catalog ENTRY or --from FILE (a custom integration: base_url, auth, actions)"
+        ),
+    };
     let text =
         integrations::add_to_document(&current.document, name, &entry).map_err(|e| anyhow!(e))?;
     let summary = versions::push(store, WS, &text, Timestamp::now()).await?;
     crate::cli::print_push(&summary);
-    let needs = catalog::built_in(from_catalog)
-        .map(|c| c.credentials())
+    let defs = rowfire::definitions::parse(&text).map_err(|e| anyhow!(e.to_string()))?;
+    let needs = defs
+        .integration(name)
+        .map(|i| i.spec.credentials())
         .unwrap_or_default();
     for c in needs {
         println!("set its {c}: rowfire integrations set-credential {name} {c} --from-env VAR");
