@@ -30,9 +30,10 @@
 //! Run: `cargo bench --bench deliver_queue` (PostgreSQL on 127.0.0.1:5432, or set
 //! ROWFIRE_BENCH_PG; node and npm for the peer, which is skipped with a message without them).
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -51,7 +52,6 @@ use rowfire::deliver::sender::{self, Config, SendReport, Sender};
 use rowfire::rules::{self, Mode};
 use rowfire::secret::{self, MasterKey};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 const DRAINED: i64 = 100_000;
@@ -63,31 +63,6 @@ const BREAKDOWN_BATCHES: usize = 100;
 
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn url_for(admin: &str, db: &str) -> String {
-    let o = PgConnectOptions::from_str(admin).unwrap();
-    format!(
-        "postgres://{}@{}:{}/{db}",
-        o.get_username(),
-        o.get_host(),
-        o.get_port()
-    )
-}
-
-async fn fresh_database(admin: &str, db: &str) -> String {
-    let mut c = PgConnection::connect(admin).await.unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await
-    .unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {db}")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    url_for(admin, db)
 }
 
 /// Requests seen by the receiver, by the delivery id in `webhook-id`.
@@ -187,7 +162,7 @@ async fn control_plane(
     first_due: impl Fn() -> Timestamp,
     spacing: SignedDuration,
 ) -> (String, Timestamp) {
-    let url = fresh_database(admin, "rowfire_bench_deliver").await;
+    let url = support::fresh_database(admin, "rowfire_bench_deliver").await;
     let store = Store::open(&url).await.unwrap();
     store.migrate().await.unwrap();
     let now = Timestamp::now();
@@ -456,7 +431,7 @@ async fn paced(url: &str, key: &str, workers: usize, first: Timestamp) -> (f64, 
 /// graphile-worker draining `DRAINED` no-op jobs on a scratch database: jobs per second, or
 /// `None` (with the reason printed) when it cannot run.
 async fn peer(admin: &str) -> Option<f64> {
-    let url = fresh_database(admin, "rowfire_bench_peer").await;
+    let url = support::fresh_database(admin, "rowfire_bench_peer").await;
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peers/graphile-worker/run.sh");
     let ran = tokio::task::spawn_blocking(move || {
@@ -514,8 +489,7 @@ async fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
         )
         .init();
-    let admin = std::env::var("ROWFIRE_BENCH_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = support::admin_url();
     let key = MasterKey::generate();
     let receiver = Receiver::start();
     let config = Config::default();

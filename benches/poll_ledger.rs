@@ -5,7 +5,8 @@
 //!
 //! Run: `cargo bench --bench poll_ledger` (PostgreSQL on 127.0.0.1:5432, or set ROWFIRE_BENCH_PG).
 
-use std::str::FromStr;
+mod support;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,40 +15,14 @@ use rowfire::clock::Clock;
 use rowfire::definitions::versions;
 use rowfire::poll::{self, ClaimStyle, Poller};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
 const ROWS: i64 = 100_000;
 const SMALL: i64 = 20_000;
 const TRIGGERS: i64 = 32;
 
-fn url_for(admin: &str, db: &str) -> String {
-    let o = PgConnectOptions::from_str(admin).unwrap();
-    format!(
-        "postgres://{}@{}:{}/{db}",
-        o.get_username(),
-        o.get_host(),
-        o.get_port()
-    )
-}
-
-async fn fresh_database(admin: &str, db: &str) -> String {
-    let mut c = PgConnection::connect(admin).await.unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await
-    .unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {db}")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    url_for(admin, db)
-}
-
 async fn source_data(admin: &str, now: Timestamp) -> String {
-    let url = fresh_database(admin, "rowfire_bench_source").await;
+    let url = support::fresh_database(admin, "rowfire_bench_source").await;
     let mut c = PgConnection::connect(&url).await.unwrap();
     let sql = format!(
         "CREATE TABLE events (id bigint PRIMARY KEY, account_id text NOT NULL, happened_at timestamptz NOT NULL);
@@ -83,7 +58,7 @@ fn definitions(triggers: &[(String, String)]) -> String {
 
 /// A control plane with `doc` pushed and every trigger rewound over all the rows.
 async fn control_plane(admin: &str, doc: &str, now: Timestamp) -> (String, Store) {
-    let url = fresh_database(admin, "rowfire_bench_cp").await;
+    let url = support::fresh_database(admin, "rowfire_bench_cp").await;
     let store = Store::open(&url).await.unwrap();
     store.migrate().await.unwrap();
     versions::push(&store, WS, doc, now).await.unwrap();
@@ -130,8 +105,7 @@ fn poller(store: Store, name: &str, now: Timestamp, source: &str, style: ClaimSt
 
 #[tokio::main]
 async fn main() {
-    let admin = std::env::var("ROWFIRE_BENCH_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = support::admin_url();
     let now: Timestamp = "2026-11-29T00:00:00Z".parse().unwrap();
     let source = source_data(&admin, now).await;
     println!(

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench --bench read_window` (PostgreSQL on 127.0.0.1:5432, or set ROWFIRE_BENCH_PG).
 
+mod support;
+
 use std::str::FromStr;
 use std::time::Instant;
 
@@ -90,8 +92,7 @@ async fn prepare(admin_url: &str) -> (String, Timestamp) {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let admin = std::env::var("ROWFIRE_BENCH_PG")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin = support::admin_url();
     let (url, now) = prepare(&admin).await;
     let sql = "SELECT id, account_id, amount, status, happened_at FROM bench_events";
     let doc = format!(
