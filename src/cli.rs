@@ -82,7 +82,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         return Ok(ExitCode::SUCCESS);
     }
     if !opts.poll_only {
-        store.listen_for_work();
+        store.listen_for_work().await;
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

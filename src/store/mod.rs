@@ -242,28 +242,45 @@ impl Store {
     }
 
     /// On PostgreSQL, listens for work announced by other processes (`NOTIFY rowfire_work`) and
-    /// wakes this process's senders; reconnects after a failure. Polling stays the fallback, so a
-    /// lost notification only delays work. Does nothing on SQLite (one process, woken in-process).
-    /// Not for connection poolers in transaction mode: run those workers poll-only.
-    pub fn listen_for_work(&self) {
+    /// wakes this process's senders. Returns once the first LISTEN is in place (or has failed,
+    /// which is logged); a background task keeps listening and reconnects after a failure.
+    /// Polling stays the fallback, so a lost notification only delays work. Does nothing on
+    /// SQLite (one process, woken in-process). Not for transaction-mode poolers: run those
+    /// workers poll-only.
+    pub async fn listen_for_work(&self) {
         let Pool::Postgres(pool) = &self.pool else {
             return;
         };
+        async fn connect(pool: &PgPool) -> Option<sqlx::postgres::PgListener> {
+            let listened = async {
+                let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+                listener.listen(WORK_CHANNEL).await?;
+                Ok::<_, sqlx::Error>(listener)
+            };
+            match listened.await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for work; polling until it can");
+                    None
+                }
+            }
+        }
+        let mut listener = connect(pool).await;
         let (pool, work) = (pool.clone(), self.work.clone());
         tokio::spawn(async move {
             loop {
-                let listened: Result<std::convert::Infallible, sqlx::Error> = async {
-                    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-                    listener.listen(WORK_CHANNEL).await?;
-                    loop {
-                        listener.recv().await?;
-                        work.notify_waiters();
+                let Some(l) = listener.as_mut() else {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    listener = connect(&pool).await;
+                    continue;
+                };
+                match l.recv().await {
+                    Ok(_) => work.notify_waiters(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "work notifications lost; polling until they return");
+                        listener = None;
                     }
                 }
-                .await;
-                let Err(e) = listened;
-                tracing::warn!(error = %e, "work notifications lost; polling until they return");
-                tokio::time::sleep(Duration::from_secs(5)).await;
             }
         });
     }

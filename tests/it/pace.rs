@@ -142,7 +142,7 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
     store.migrate().await.unwrap();
     let sender_store = if url.starts_with("postgres") {
         let other = Store::open(url).await.unwrap();
-        other.listen_for_work();
+        other.listen_for_work().await;
         other
     } else {
         store.clone()
@@ -162,7 +162,7 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let running = tokio::spawn(async move { sender.run_until(stopped).await });
-    // Let the sender find nothing and settle into its minute-long wait (and the listener connect).
+    // Let the sender find nothing and settle into its minute-long wait.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let url_source = source.url.clone();
     let poller = Poller::new(
