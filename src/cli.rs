@@ -66,6 +66,9 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
             sender(&store, Clock::system(), config)
         })
         .collect::<Result<_>>()?;
+    for warning in integrations::readiness(&store).await? {
+        eprintln!("warning: {warning}");
+    }
     if opts.once {
         let mut all = Vec::new();
         for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {

@@ -244,6 +244,12 @@ fn integrations_add_extends_the_definitions_in_force_and_list_shows_the_missing_
         list.contains("crm  (crm)  https://crm.example.com/api"),
         "{list}"
     );
+    let worker = rowfire(&["worker", "--once"], &env);
+    let (_, stderr) = text(&worker);
+    assert!(
+        stderr.contains("warning: alerts's deliveries will wait: ROWFIRE_MASTER_KEY is not set"),
+        "{stderr}"
+    );
     let off = rowfire(&["integrations", "disable", "alerts", "maintenance"], &env);
     assert!(off.status.success(), "{}", text(&off).1);
     let list = text(&rowfire(&["integrations", "list"], &env)).0;
