@@ -277,10 +277,22 @@ fn a_broken_integration_or_cap_is_reported_with_its_path() {
     let doc = WITH_INTEGRATIONS
         .replace("    base_url: https://crm.example.com/api\n", "")
         .replace("{ max: 3, per: 24h }", "{ max: 0, per: soon }")
-        .replace("kind: header,", "kind: oauth9,");
+        .replace("kind: header,", "kind: oauth9,")
+        .replace(
+            "    rate_limit: 5\n",
+            "    rate_limit: 5\n    token: xoxb-123\n",
+        );
     let problems = parse(&doc).unwrap_err().0;
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
     assert!(paths.contains(&"integrations.crm"), "{problems:?}");
     assert!(paths.contains(&"rules.r.frequency_cap.max"), "{problems:?}");
     assert!(paths.contains(&"rules.r.frequency_cap.per"), "{problems:?}");
+    let token = problems
+        .iter()
+        .find(|p| p.path == "integrations.alerts.token")
+        .expect("a credential in the file is reported");
+    assert!(
+        token.message.contains("set-credential alerts token") && !token.message.contains("xoxb"),
+        "{token:?}"
+    );
 }

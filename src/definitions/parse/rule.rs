@@ -7,6 +7,18 @@ use serde_yaml_ng::{Mapping, Value as Yaml};
 use super::*;
 use crate::cadence::{Anchor, Cadence, Period};
 
+/// Keys that look like credentials when written into an integration's definition.
+const CREDENTIAL_KEYS: &[&str] = &[
+    "token",
+    "username",
+    "password",
+    "signing_secret",
+    "signing_secret_previous",
+    "api_key",
+    "secret",
+    "credentials",
+];
+
 /// The longest expiry or frequency-cap window a rule may give.
 const MAX_WINDOW: SignedDuration = SignedDuration::from_hours(24 * 366);
 
@@ -15,7 +27,19 @@ impl Cx {
     /// full (`base_url`, `auth`, `actions` …), read by the catalogue's own code.
     pub(super) fn integration(&mut self, name: &str, v: &Yaml) -> Option<IntegrationDef> {
         let path = format!("integrations.{name}");
-        let m = self.mapping(v, &path, INTEGRATION_KEYS)?;
+        // Credentials never belong in the definitions: say so, and where they go instead.
+        let mut without_secrets = v.clone();
+        if let Yaml::Mapping(m) = &mut without_secrets {
+            for key in CREDENTIAL_KEYS {
+                if m.remove(*key).is_some() {
+                    self.problem(
+                        format!("{path}.{key}"),
+                        format!("credentials never go in the definitions file; remove it and run `rowfire integrations set-credential {name} {key}` (the value is stored encrypted)"),
+                    );
+                }
+            }
+        }
+        let m = self.mapping(&without_secrets, &path, INTEGRATION_KEYS)?;
         let mut given = m.clone();
         given.remove("catalog");
         let spec = match self.string(m, "catalog", &path, false) {
