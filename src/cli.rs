@@ -66,7 +66,14 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
             sender(&store, Clock::system(), config)
         })
         .collect::<Result<_>>()?;
-    for warning in integrations::readiness(&store).await? {
+    if opts.delivery_lease < sender::MIN_LEASE {
+        bail!(
+            "--delivery-lease {:#} is too short; give at least {:#} (and more than your integrations' timeouts)",
+            opts.delivery_lease,
+            sender::MIN_LEASE
+        );
+    }
+    for warning in integrations::readiness(&store, opts.delivery_lease).await? {
         eprintln!("warning: {warning}");
     }
     if opts.once {

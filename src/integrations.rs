@@ -51,6 +51,12 @@ pub async fn enable(store: &Store, workspace: &str, name: &str) -> Result<bool, 
         [workspace, name]
     )
     .map_err(|e| store.error(e))?;
+    if changed > 0 {
+        // Workers in other processes hear of the waiting deliveries at once.
+        crate::deliver::queue::announce(&mut tx)
+            .await
+            .map_err(|e| store.error(e))?;
+    }
     tx.commit().await.map_err(|e| store.error(e))?;
     if changed > 0 {
         store.wake();

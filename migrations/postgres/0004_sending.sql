@@ -20,10 +20,9 @@ CREATE TABLE delivery_attempt (
     latency_ms   BIGINT NOT NULL,
     status_code  INTEGER,
     error_class  TEXT,
-    response     TEXT
+    response     TEXT,
+    UNIQUE (delivery_id, attempt)
 );
-
-CREATE INDEX delivery_attempt_delivery ON delivery_attempt (delivery_id);
 
 CREATE TABLE integration_state (
     workspace_id    TEXT NOT NULL REFERENCES workspace (id),

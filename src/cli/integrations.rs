@@ -78,14 +78,21 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
 }
 
 /// What would hold deliveries back when a worker starts: integrations whose credentials are
-/// missing, or credentials with no master key to open them.
-pub(crate) async fn readiness(store: &Store) -> Result<Vec<String>> {
+/// missing, credentials with no master key to open them, or requests that cannot finish inside
+/// the delivery lease.
+pub(crate) async fn readiness(store: &Store, lease: jiff::SignedDuration) -> Result<Vec<String>> {
     let Some((_, defs)) = versions::in_force(store, WS).await? else {
         return Ok(Vec::new());
     };
     let key = MasterKey::from_env();
     let mut warnings = Vec::new();
     for i in &defs.integrations {
+        if !rowfire::deliver::sender::fits_in_lease(&i.spec, lease) {
+            warnings.push(format!(
+                "{}'s requests (timeout {} ms) do not fit in the {lease:#} delivery lease and will wait; raise --delivery-lease",
+                i.name, i.spec.timeout_ms
+            ));
+        }
         let needed = i.spec.credentials();
         if needed.is_empty() {
             continue;
@@ -334,16 +341,36 @@ pub(crate) async fn test(
     let out = outbound(&claimed, &key, &i.spec, spec, &credentials, now).map_err(|e| anyhow!(e))?;
     let policy = Policy::from_env().map_err(|e| anyhow!(e))?;
     let (result, took) = Client::new(policy).send(&out).await;
+    // Anything an echoing destination returns is redacted before it is judged or printed.
+    let secrets = rowfire::deliver::sender::secret_strings(&i.spec, &credentials);
+    let result = match result {
+        AttemptResult::Response {
+            status,
+            retry_after,
+            body,
+        } => AttemptResult::Response {
+            status,
+            retry_after,
+            body: rowfire::deliver::sender::redact(&body, &secrets),
+        },
+        other => other,
+    };
+    let shown = match &result {
+        AttemptResult::Response { body, .. } => body.clone(),
+        _ => String::new(),
+    };
+    let verdict = rowfire::deliver::outcome::judge(&result, 1, now, spec.ok_field, 0.5);
     match result {
-        AttemptResult::Response { status, body, .. } => {
+        AttemptResult::Response { status, .. } => {
             println!("→ {status} in {} ms", took.as_millis());
-            let body = rowfire::deliver::sender::redact(&body, &credentials);
-            println!("{}", body.chars().take(500).collect::<String>());
-            Ok(if (200..300).contains(&status) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            println!("{}", shown.chars().take(500).collect::<String>());
+            match verdict {
+                rowfire::deliver::outcome::Verdict::Sent => Ok(ExitCode::SUCCESS),
+                other => {
+                    eprintln!("as a delivery this would be: {other:?}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         AttemptResult::Timeout => bail!("timed out after {} ms", i.spec.timeout_ms),
         AttemptResult::Network(e) => bail!("network error: {e}"),

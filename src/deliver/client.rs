@@ -171,7 +171,8 @@ impl Client {
                     }
                 }
                 kept.truncate(RESPONSE_KEEP * 4);
-                let body = String::from_utf8_lossy(&kept).into_owned();
+                // PostgreSQL text holds no NUL; a body with one must still be recordable.
+                let body = String::from_utf8_lossy(&kept).replace('\0', "");
                 AttemptResult::Response {
                     status,
                     retry_after,
@@ -202,7 +203,7 @@ fn classify(e: &reqwest::Error) -> AttemptResult {
         innermost = err.to_string();
         source = err.source();
     }
-    AttemptResult::Network(innermost)
+    AttemptResult::Network(innermost.replace('\0', ""))
 }
 
 #[cfg(test)]

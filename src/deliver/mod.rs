@@ -393,7 +393,9 @@ pub async fn retry(
         [workspace, id, DbTime(now)]
     )
     .map_err(|e| store.error(e))?;
+    queue::announce(&mut tx).await.map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))?;
+    store.wake();
     Ok(())
 }
 

@@ -157,6 +157,21 @@ fn first_line(body: &str) -> String {
         .collect()
 }
 
+/// How long a 429 pauses its whole integration: the destination's `Retry-After` (capped), or
+/// five seconds without one. Not the delivery's own backoff, which grows with its attempts.
+pub fn integration_pause(result: &AttemptResult, now: Timestamp) -> SignedDuration {
+    let asked = match result {
+        AttemptResult::Response {
+            retry_after: Some(h),
+            ..
+        } => parse_retry_after(h, now),
+        _ => None,
+    };
+    asked.map_or(SignedDuration::from_secs(5), |a| {
+        a.clamp(SignedDuration::ZERO, RETRY_AFTER_CAP)
+    })
+}
+
 /// Reads `Retry-After` as seconds or as an HTTP date.
 fn parse_retry_after(header: &str, now: Timestamp) -> Option<SignedDuration> {
     let h = header.trim();

@@ -281,7 +281,8 @@ pub async fn settle(
 }
 
 /// Settles a batch of sends, one transaction per workspace: each delivery's update is fenced by
-/// its (id, token), and its attempt is recorded either way (the request was made). Returns, per
+/// its (id, token) and moves the token on, so a replayed settle changes nothing; its attempt is
+/// recorded either way (the request was made), once per (delivery, attempt number). Returns, per
 /// item, whether the settle took effect; a stale one is logged and changes nothing.
 pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, StoreError> {
     let mut took = vec![false; batch.len()];
@@ -362,7 +363,8 @@ async fn settle_pg(
         sqlx::query(
             "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
              SELECT $1, u.* FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::bigint[], $6::int[], $7::text[], $8::text[])
-                 AS u(delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)",
+                 AS u(delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
+             ON CONFLICT (delivery_id, attempt) DO NOTHING",
         )
         .bind(workspace)
         .bind(&ids)
@@ -386,7 +388,8 @@ async fn settle_pg(
     let uncount: Vec<i64> = cols.iter().map(|c| c.4).collect();
     let rows = sqlx::query(
         "UPDATE delivery AS d SET status = u.status, reason = u.reason, sent_at = u.sent_at,
-                due_at = COALESCE(u.due_at, d.due_at), lease_expires_at = NULL, attempts = d.attempts - u.uncount
+                due_at = COALESCE(u.due_at, d.due_at), lease_expires_at = NULL, attempts = d.attempts - u.uncount,
+                fencing_token = d.fencing_token + 1
          FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[])
              AS u(id, token, status, reason, sent_at, due_at, uncount)
          WHERE d.id = u.id AND d.fencing_token = u.token
@@ -421,7 +424,8 @@ async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bo
         execute!(
             &mut *tx,
             "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (delivery_id, attempt) DO NOTHING",
             [
                 &claimed.workspace,
                 claimed.id,
@@ -438,7 +442,8 @@ async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bo
     let (sent_at, due_at) = (sent_at.map(DbTime), due_at.map(DbTime));
     let changed = execute!(
         &mut *tx,
-        "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL, attempts = attempts - $7
+        "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL, attempts = attempts - $7,
+             fencing_token = fencing_token + 1
          WHERE id = $1 AND fencing_token = $2",
         [claimed.id, claimed.token, status, reason, sent_at, due_at, uncount]
     )?;

@@ -20,6 +20,24 @@ use crate::integrations;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError};
 
+/// The longest a sender waits for its rate-limit slot; a later slot releases the delivery.
+const PACING_HORIZON: SignedDuration = SignedDuration::from_secs(1);
+
+/// The shortest delivery lease a worker accepts.
+pub const MIN_LEASE: SignedDuration = SignedDuration::from_secs(5);
+
+/// Whether requests to `integration` fit in a claim's `lease` (with the pacing wait and margin);
+/// a delivery whose request would not is released rather than sent.
+pub fn fits_in_lease(integration: &Integration, lease: SignedDuration) -> bool {
+    let pacing = if integration.rate_limit.is_some() {
+        PACING_HORIZON
+    } else {
+        SignedDuration::ZERO
+    };
+    SignedDuration::from_millis(integration.timeout_ms.max(1) as i64) + pacing + LEASE_MARGIN
+        <= lease
+}
+
 /// Time kept in hand between a request's timeout and its claim's lease.
 const LEASE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
 
@@ -184,7 +202,7 @@ impl Sender {
                         .iter()
                         .map(|s| s.claimed.lease_expires_at)
                         .min()
-                        .map_or(SignedDuration::ZERO, |l| Timestamp::now().duration_until(l));
+                        .map_or(SignedDuration::ZERO, |l| self.clock.now().duration_until(l));
                     if lease_left < SignedDuration::try_from(pause * 2).unwrap_or_default() {
                         return Err(e);
                     }
@@ -350,16 +368,33 @@ impl Sender {
             );
             return (wait(reason), None);
         }
+        // A request must finish inside the claim's lease, or another worker could take the
+        // delivery over and send it while this one still is.
+        // (Checked before a rate-limit slot is booked; the pacing wait is at most PACING_HORIZON.)
+        let timeout = SignedDuration::from_millis(integration.timeout_ms.max(1) as i64);
+        let horizon = if integration.rate_limit.is_some() {
+            PACING_HORIZON
+        } else {
+            SignedDuration::ZERO
+        };
+        if self.clock.now() + horizon + timeout + LEASE_MARGIN > claimed.lease_expires_at {
+            let reason = format!(
+                "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
+                claimed.integration, timeout
+            );
+            tracing::warn!(delivery = claimed.id, "{reason}");
+            let at = self.clock.now() + SignedDuration::from_secs(5);
+            return (Settlement::Release { at, reason }, None);
+        }
         if let Some(rate) = integration.rate_limit.filter(|r| *r > 0.0) {
             let interval = SignedDuration::from_secs_f64(1.0 / rate);
-            let horizon = SignedDuration::from_secs(1);
             let reserved = integrations::reserve(
                 &self.store,
                 &claimed.workspace,
                 &claimed.integration,
                 interval,
                 now,
-                horizon,
+                PACING_HORIZON,
             )
             .await;
             match reserved {
@@ -378,18 +413,6 @@ impl Sender {
                 }
             }
         }
-        // A request must finish inside the claim's lease, or another worker could take the
-        // delivery over and send it while this one still is.
-        let timeout = SignedDuration::from_millis(integration.timeout_ms.max(1) as i64);
-        if self.clock.now() + timeout + LEASE_MARGIN > claimed.lease_expires_at {
-            let reason = format!(
-                "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
-                claimed.integration, timeout
-            );
-            tracing::warn!(delivery = claimed.id, "{reason}");
-            let at = self.clock.now() + SignedDuration::from_secs(5);
-            return (Settlement::Release { at, reason }, None);
-        }
         let key = claimed.id.to_string();
         let request = match outbound(claimed, &key, integration, action, credentials, now) {
             Ok(r) => r,
@@ -404,8 +427,16 @@ impl Sender {
             }
         };
         let started_at = self.clock.now();
-        let (result, latency) = self.client.send(&request).await;
+        let (mut result, latency) = self.client.send(&request).await;
         let ended = self.clock.now();
+        // A destination that echoes the request must not put a credential into the record, its
+        // reason or any output: redact the whole answer before anything reads it.
+        let secrets = secret_strings(integration, credentials);
+        match &mut result {
+            AttemptResult::Response { body, .. } => *body = redact(body, &secrets),
+            AttemptResult::Network(e) | AttemptResult::Invalid(e) => *e = redact(e, &secrets),
+            AttemptResult::Timeout | AttemptResult::Refused(_) => {}
+        }
         let verdict = judge(
             &result,
             claimed.attempts.max(1) as u32,
@@ -413,20 +444,17 @@ impl Sender {
             action.ok_field,
             fastrand::f64(),
         );
-        let mut attempt = record(&result, &verdict, started_at, latency);
-        // A destination that echoes the request must not put a credential into the record.
-        if let Some(response) = &mut attempt.response {
-            *response = redact(response, credentials);
-        }
+        let attempt = record(&result, &verdict, started_at, latency);
         let outcome = match verdict {
             Verdict::Sent => Settlement::Sent,
             Verdict::Retry { at, reason } => {
+                let pause_until = ended + super::outcome::integration_pause(&result, ended);
                 if matches!(result, AttemptResult::Response { status: 429, .. })
                     && let Err(e) = integrations::pause(
                         &self.store,
                         &claimed.workspace,
                         &claimed.integration,
-                        at,
+                        pause_until,
                     )
                     .await
                 {
@@ -469,10 +497,26 @@ impl Sender {
     }
 }
 
-/// `text` with every credential value of four or more characters replaced.
-pub fn redact(text: &str, credentials: &BTreeMap<String, String>) -> String {
-    credentials
-        .values()
+/// Every string a request of `integration` carries that must never be recorded: each credential,
+/// and the encoded form basic authentication sends.
+pub fn secret_strings(
+    integration: &Integration,
+    credentials: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut secrets: Vec<String> = credentials.values().cloned().collect();
+    if integration.auth == Auth::Basic {
+        use base64::Engine;
+        let cred = |name: &str| credentials.get(name).cloned().unwrap_or_default();
+        let pair = format!("{}:{}", cred("username"), cred("password"));
+        secrets.push(base64::engine::general_purpose::STANDARD.encode(pair));
+    }
+    secrets
+}
+
+/// `text` with every secret of four or more characters replaced.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
         .filter(|v| v.len() >= 4)
         .fold(text.to_string(), |t, v| t.replace(v.as_str(), "[redacted]"))
 }
@@ -576,11 +620,24 @@ pub fn outbound(
 mod tests {
     #[test]
     fn an_echoed_credential_is_redacted_from_what_is_recorded() {
+        let slack = crate::deliver::catalog::built_in("slack").unwrap();
         let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
         let echoed = r#"{"ok":false,"echo":"Bearer xoxb-123-secret"}"#;
         assert_eq!(
-            super::redact(echoed, &creds),
+            super::redact(echoed, &super::secret_strings(&slack, &creds)),
             r#"{"ok":false,"echo":"Bearer [redacted]"}"#
+        );
+        let zendesk = crate::deliver::catalog::built_in("zendesk").unwrap();
+        let creds = [
+            ("username".to_string(), "me@example.com/token".to_string()),
+            ("password".to_string(), "zd-9f8e7d".to_string()),
+        ]
+        .into();
+        let secrets = super::secret_strings(&zendesk, &creds);
+        let echoed = "Authorization: Basic bWVAZXhhbXBsZS5jb20vdG9rZW46emQtOWY4ZTdk";
+        assert_eq!(
+            super::redact(echoed, &secrets),
+            "Authorization: Basic [redacted]"
         );
     }
 }

@@ -278,3 +278,44 @@ async fn the_claim_reads_the_partial_index_however_many_deliveries_were_sent() {
         .unwrap();
     assert_eq!(claimed.len(), 5);
 }
+
+async fn a_replayed_settle_changes_nothing_and_records_the_attempt_once(url: &str) {
+    let (store, _) = pending_deliveries(url).await;
+    let first = claim(&store, now()).await.remove(0);
+    let settled = queue::Settled {
+        claimed: first.clone(),
+        outcome: Settlement::Retry {
+            at: now() + SignedDuration::from_secs(5),
+            reason: "503".into(),
+        },
+        attempt: Some(queue::Attempt {
+            started_at: now(),
+            latency_ms: 12,
+            status_code: Some(503),
+            error_class: Some("http_status"),
+            response: Some("busy".into()),
+        }),
+        at: now(),
+    };
+    let batch = [settled];
+    assert_eq!(queue::settle_many(&store, &batch).await.unwrap(), [true]);
+    // The commit's acknowledgement was lost and the settle is replayed: nothing changes twice.
+    assert_eq!(queue::settle_many(&store, &batch).await.unwrap(), [false]);
+    let attempts = queue::attempts(&store, WS, first.id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    let again = queue::claim_due(
+        &store,
+        now() + SignedDuration::from_secs(6),
+        10_000,
+        queue::DEFAULT_LEASE,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .find(|c| c.id == first.id);
+    assert_eq!(again.map(|c| c.attempts), Some(2));
+}
+on_both_engines!(
+    a_replayed_settle_changes_nothing_and_records_the_attempt_once_,
+    a_replayed_settle_changes_nothing_and_records_the_attempt_once
+);
