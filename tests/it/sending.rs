@@ -467,3 +467,39 @@ on_both_engines!(
     signed_requests_verify_with_an_independent_library,
     signed_requests_verify_and_carry_no_stored_credential
 );
+
+#[tokio::test]
+async fn a_redirect_is_never_followed_and_fails_the_delivery_with_its_status() {
+    let s = Setup::sqlite(1, Options::default()).await;
+    let elsewhere = format!("{}/elsewhere", s.receiver.url);
+    s.receiver
+        .script([Reply::status(302).header("location", &elsewhere)]);
+    s.at(SignedDuration::ZERO).await;
+    assert_eq!(s.receiver.count(), 1, "the Location was not followed");
+    let d = s.only().await;
+    assert_eq!(d.status, "failed");
+    assert!(d.reason.as_deref().unwrap().starts_with("302"), "{d:?}");
+}
+
+#[tokio::test]
+async fn only_http_and_https_leave_the_machine() {
+    let client = Client::new(Policy::parse("127.0.0.1", false).unwrap());
+    for url in [
+        "ftp://127.0.0.1/x",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1/",
+    ] {
+        let request = rowfire::deliver::client::Outbound {
+            method: "POST".into(),
+            url: url.into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout: Duration::from_secs(1),
+        };
+        let (result, _) = client.send(&request).await;
+        assert!(
+            matches!(&result, rowfire::deliver::outcome::AttemptResult::Refused(e) if e.contains("only http and https")),
+            "{url}: {result:?}"
+        );
+    }
+}
