@@ -48,7 +48,7 @@ use rowfire::deliver::client::Client;
 use rowfire::deliver::egress::Policy;
 use rowfire::deliver::outcome::AttemptResult;
 use rowfire::deliver::queue::{self, Attempt, Settled, Settlement};
-use rowfire::deliver::sender::{self, Config, SendReport, Sender};
+use rowfire::deliver::sender::{Config, SendReport, Sender};
 use rowfire::rules::{self, Mode};
 use rowfire::secret::{self, MasterKey};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
@@ -335,7 +335,7 @@ async fn breakdown(url: &str, batches: usize) -> (f64, f64, f64, f64) {
                 let (client, credentials) = (&client, &credentials);
                 async move {
                     let now = Timestamp::now();
-                    let request = sender::outbound(
+                    let request = rowfire::deliver::request::outbound(
                         &c,
                         &c.id.to_string(),
                         integration,

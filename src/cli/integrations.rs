@@ -14,7 +14,7 @@ use rowfire::deliver::client::Client;
 use rowfire::deliver::egress::Policy;
 use rowfire::deliver::outcome::AttemptResult;
 use rowfire::deliver::queue::{self, Claimed};
-use rowfire::deliver::sender::outbound;
+use rowfire::deliver::request::outbound;
 use rowfire::integrations;
 use rowfire::secret::{self, MasterKey};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
@@ -342,7 +342,7 @@ pub(crate) async fn test(
     let policy = Policy::from_env().map_err(|e| anyhow!(e))?;
     let (result, took) = Client::new(policy).send(&out).await;
     // Anything an echoing destination returns is redacted before it is judged or printed.
-    let secrets = rowfire::deliver::sender::secret_strings(&i.spec, &credentials);
+    let secrets = rowfire::deliver::request::secret_strings(&i.spec, &credentials);
     let result = match result {
         AttemptResult::Response {
             status,
@@ -351,7 +351,7 @@ pub(crate) async fn test(
         } => AttemptResult::Response {
             status,
             retry_after,
-            body: rowfire::deliver::sender::redact(&body, &secrets),
+            body: rowfire::deliver::request::redact(&body, &secrets),
         },
         other => other,
     };

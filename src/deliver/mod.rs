@@ -8,6 +8,7 @@ pub mod client;
 pub mod egress;
 pub mod outcome;
 pub mod queue;
+pub mod request;
 pub mod sender;
 pub mod webhook;
 
