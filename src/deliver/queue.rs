@@ -205,7 +205,7 @@ pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
              LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
              WHERE s.disabled_at IS NULL"
         );
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped_read().await?;
         let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>(0))?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(next.into_iter().flatten().next().map(|t| t.0))

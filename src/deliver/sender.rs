@@ -42,6 +42,9 @@ pub fn fits_in_lease(integration: &Integration, lease: SignedDuration) -> bool {
 /// Time kept in hand between a request's timeout and its claim's lease.
 const LEASE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
 
+/// How many times a failing settle is tried (while the leases last).
+const SETTLE_TRIES: u32 = 10;
+
 /// At most this many finished sends are settled in one transaction.
 const SETTLE_GROUP: usize = 64;
 
@@ -192,12 +195,36 @@ impl Sender {
     }
 
     /// Settles a group of finished sends, retrying a failing control plane while the group's
-    /// leases last: a settle given up on means those requests are sent again.
+    /// leases last. If the group still fails, its items are settled one by one, so one that
+    /// cannot be written does not hold back the rest; a settle given up on means that request is
+    /// sent again once its lease lapses.
     async fn settle_with_retries(&self, group: &[Settled]) -> Result<Vec<bool>, StoreError> {
+        match self.settle_retrying(group).await {
+            Ok(took) => Ok(took),
+            Err(e) if group.len() > 1 => {
+                tracing::warn!(error = %e, "a group of settles failed; settling them one by one");
+                let mut took = Vec::with_capacity(group.len());
+                for item in group {
+                    match self.settle_retrying(std::slice::from_ref(item)).await {
+                        Ok(one) => took.extend(one),
+                        Err(e) => {
+                            tracing::error!(delivery = item.claimed.id, error = %e, "could not record this send; it goes again when its lease lapses");
+                            took.push(false);
+                        }
+                    }
+                }
+                Ok(took)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn settle_retrying(&self, group: &[Settled]) -> Result<Vec<bool>, StoreError> {
         let mut pause = Duration::from_millis(100);
-        loop {
+        for tries in 1.. {
             match queue::settle_many(&self.store, group).await {
                 Ok(took) => return Ok(took),
+                Err(e) if tries >= SETTLE_TRIES => return Err(e),
                 Err(e) => {
                     let lease_left = group
                         .iter()
@@ -213,6 +240,7 @@ impl Sender {
                 }
             }
         }
+        unreachable!("the loop returns")
     }
 
     /// Sends until nothing is due now; the sum of every pass.
@@ -387,6 +415,21 @@ impl Sender {
             let at = self.clock.now() + SignedDuration::from_secs(5);
             return (Settlement::Release { at, reason }, None);
         }
+        // Built before a rate-limit slot is booked, so a request that cannot be built never
+        // uses one up.
+        let key = claimed.id.to_string();
+        let request = match outbound(claimed, &key, integration, action, credentials, now) {
+            Ok(r) => r,
+            Err(reason) => {
+                return (
+                    Settlement::Unsent {
+                        status: "failed",
+                        reason,
+                    },
+                    None,
+                );
+            }
+        };
         if let Some(rate) = integration.rate_limit.filter(|r| *r > 0.0) {
             let interval = SignedDuration::from_secs_f64(1.0 / rate);
             let reserved = integrations::reserve(
@@ -414,19 +457,6 @@ impl Sender {
                 }
             }
         }
-        let key = claimed.id.to_string();
-        let request = match outbound(claimed, &key, integration, action, credentials, now) {
-            Ok(r) => r,
-            Err(reason) => {
-                return (
-                    Settlement::Unsent {
-                        status: "failed",
-                        reason,
-                    },
-                    None,
-                );
-            }
-        };
         let started_at = self.clock.now();
         let (mut result, latency) = self.client.send(&request).await;
         let ended = self.clock.now();

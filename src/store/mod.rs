@@ -411,6 +411,15 @@ impl Store {
         })
     }
 
+    /// Begins a read-only look with no workspace (on SQLite a deferred transaction, so it takes
+    /// no write lock): for the idle sender's "when is the next delivery due".
+    pub(crate) async fn begin_unscoped_read(&self) -> Result<StoreTx, sqlx::Error> {
+        Ok(match &self.pool {
+            Pool::Postgres(p) => StoreTx::Postgres(p.begin().await?),
+            Pool::Sqlite(p) => StoreTx::Sqlite(p.begin().await?),
+        })
+    }
+
     /// Begins a control-plane transaction for one workspace: every unit of work goes through
     /// here. On PostgreSQL it sets `app.workspace_id` for the transaction (row-level security
     /// keys on it once tenancy lands).
