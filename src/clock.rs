@@ -44,6 +44,16 @@ impl Clock {
         }
     }
 
+    /// Waits until `at`. A fixed clock does not pass on its own (tests move it), so it returns
+    /// at once: code that waits for a time never sleeps in a test.
+    pub async fn sleep_until(&self, at: Timestamp) {
+        if self.fixed.is_none()
+            && let Ok(wait) = std::time::Duration::try_from(Timestamp::now().duration_until(at))
+        {
+            tokio::time::sleep(wait).await;
+        }
+    }
+
     /// Sets a fixed clock; a system clock ignores it.
     pub fn set(&self, at: Timestamp) {
         if let Some(t) = &self.fixed {

@@ -125,6 +125,7 @@ pub struct Sender {
     config: Config,
     master_key: Result<MasterKey, String>,
     snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+    passes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Sender {
@@ -144,7 +145,14 @@ impl Sender {
             config,
             master_key,
             snapshots: Mutex::default(),
+            passes: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// How many passes [`Sender::run_until`] has finished: a way to wait for a running sender to
+    /// have looked at the queue (and, finding nothing, to be idle) without sleeping.
+    pub fn passes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.passes.subscribe()
     }
 
     /// Claims one batch and sends it; returns what happened (`claimed == 0`: nothing was due).
@@ -270,6 +278,7 @@ impl Sender {
                     false
                 }
             };
+            self.passes.send_modify(|n| *n += 1);
             if !busy {
                 // Sleep until the next delivery falls due (at most `idle`), or until woken.
                 let nap = match queue::next_due(&self.store).await {
@@ -450,11 +459,7 @@ impl Sender {
                     );
                     return (Settlement::Release { at, reason }, None);
                 }
-                Ok(integrations::Slot::Granted(slot)) => {
-                    if let Ok(d) = Duration::try_from(now.duration_until(slot)) {
-                        tokio::time::sleep(d).await;
-                    }
-                }
+                Ok(integrations::Slot::Granted(slot)) => self.clock.sleep_until(slot).await,
             }
         }
         let started_at = self.clock.now();

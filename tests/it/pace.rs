@@ -2,7 +2,7 @@
 //! last retry leaving a delivery dead with every attempt kept, and idle senders woken at once.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
@@ -44,7 +44,7 @@ async fn a_frequency_cap_suppresses_sends_to_one_recipient_past_the_cap_with_the
 #[tokio::test]
 async fn a_rate_limit_paces_an_integration_and_holds_back_what_does_not_fit() {
     let opts = Options {
-        integration: "    rate_limit: 4\n",
+        integration: "    rate_limit: 4\n".into(),
         ..Options::default()
     };
     let s = Setup::sqlite(8, opts).await;
@@ -71,7 +71,7 @@ async fn a_rate_limit_paces_an_integration_and_holds_back_what_does_not_fit() {
 #[tokio::test]
 async fn a_2xx_saying_ok_false_fails_when_the_action_says_so() {
     let opts = Options {
-        integration: "    actions:\n      send: { method: POST, path: /slack, ok_field: true, params: { event_type: {} }, body: {} }\n",
+        integration: "    actions:\n      send: { method: POST, path: /slack, ok_field: true, params: { event_type: {} }, body: {} }\n".into(),
         ..Options::default()
     };
     let s = Setup::sqlite(1, opts).await;
@@ -161,9 +161,10 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
         config,
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut passes = sender.passes();
     let running = tokio::spawn(async move { sender.run_until(stopped).await });
-    // Let the sender find nothing and settle into its minute-long wait.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the sender has looked and found nothing, it settles into its minute-long wait.
+    passes.wait_for(|n| *n >= 1).await.unwrap();
     let url_source = source.url.clone();
     let poller = Poller::new(
         store.clone(),
@@ -172,14 +173,10 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
         Arc::new(move |_| Some(url_source.clone())),
     );
     assert_eq!(poller.poll_due().await.unwrap()[0].fired, 1);
-    let enqueued = Instant::now();
-    while receiver.count() == 0 {
-        assert!(
-            enqueued.elapsed() < Duration::from_secs(1),
-            "the idle sender was not woken"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert!(
+        receiver.wait_for_requests(1, Duration::from_secs(1)).await,
+        "the idle sender was not woken within a second"
+    );
     stop.send(true).unwrap();
     running.await.unwrap();
 }

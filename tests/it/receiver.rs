@@ -15,7 +15,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: String,
-    /// Wait this long before answering (longer than the integration's timeout: a timeout).
+    /// Wait this long before answering: longer than the integration's timeout, this is how a
+    /// timeout is made (the wait is the thing under test).
     pub delay: Duration,
 }
 
@@ -75,6 +76,8 @@ struct Inner {
 pub struct Receiver {
     pub url: String,
     inner: Arc<Mutex<Inner>>,
+    /// How many requests have arrived.
+    arrivals: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 impl Receiver {
@@ -83,17 +86,30 @@ impl Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let state = inner.clone();
+        let arrivals = Arc::new(tokio::sync::watch::Sender::new(0));
+        let (state, counts) = (inner.clone(), arrivals.clone());
         let app = axum::Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let state = state.clone();
-                async move { answer(&state, method, uri, headers, body).await }
+                let (state, counts) = (state.clone(), counts.clone());
+                async move { answer(&state, &counts, method, uri, headers, body).await }
             },
         );
         tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Receiver { url, inner }
+        Receiver {
+            url,
+            inner,
+            arrivals,
+        }
+    }
+
+    /// Waits (without sleeping) until `n` requests have arrived; false if `within` passes first.
+    pub async fn wait_for_requests(&self, n: usize, within: Duration) -> bool {
+        let mut seen = self.arrivals.subscribe();
+        tokio::time::timeout(within, seen.wait_for(|all| *all >= n))
+            .await
+            .is_ok()
     }
 
     /// Queues replies for the next requests, in order.
@@ -101,7 +117,8 @@ impl Receiver {
         self.inner.lock().unwrap().script.extend(replies);
     }
 
-    /// Makes every unscripted 200 take `pace` (so that requests are in flight for a while).
+    /// Makes every unscripted 200 take `pace`, so that requests are in flight when a worker is
+    /// killed (the chaos test's subject).
     pub fn pace(&self, pace: Duration) {
         self.inner.lock().unwrap().pace = pace;
     }
@@ -119,6 +136,7 @@ impl Receiver {
 
 async fn answer(
     state: &Mutex<Inner>,
+    counts: &tokio::sync::watch::Sender<usize>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -141,6 +159,7 @@ async fn answer(
             body: String::from_utf8_lossy(&body).into_owned(),
             at: std::time::Instant::now(),
         });
+        counts.send_replace(inner.seen.len());
         let pace = inner.pace;
         inner
             .script

@@ -6,20 +6,17 @@ use jiff::Timestamp;
 
 use crate::cli::{rowfire, text};
 use crate::receiver::Receiver;
-use crate::sending::{add_signups, signing_secret};
+use crate::sending::{Options, add_signups, signing_secret};
 use crate::support::TestSqlite;
 
 const TOKEN: &str = "tok-7Hq2-NEVER-PRINT-ME-91xk";
 
+/// The sending tests' definitions plus an `api` integration with bearer auth and an
+/// idempotency header, bound to the same rule.
 fn definitions(receiver: &str) -> String {
-    format!(
-        "version: 2
-source: {{ type: sqlite, dsn_env: SIGNUPS_URL }}
-integrations:
-  hooks:
-    catalog: webhook
-    base_url: {receiver}/hooks
-  api:
+    let opts = Options {
+        integration: format!(
+            "  api:
     base_url: {receiver}/api
     auth: {{ kind: bearer }}
     actions:
@@ -28,20 +25,12 @@ integrations:
         path: /notify
         idempotency_header: Idempotency-Key
         body: {{ user: \"{{{{ id }}}}\" }}
-triggers:
-  signups:
-    sql: SELECT id, email, at FROM signup
-    event_time: at
-    key: [id]
-rules:
-  welcome:
-    trigger: signups
-    policy: once_ever
-    actions:
-      - action: hooks.send
-      - action: api.notify
 "
-    )
+        ),
+        binding: "      - action: api.notify\n",
+        ..Options::default()
+    };
+    crate::sending::definitions(receiver, &opts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

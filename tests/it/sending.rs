@@ -41,10 +41,11 @@ pub struct Setup {
     control_plane: Option<TestSqlite>,
 }
 
-/// What a test varies: extra rule keys, extra integration keys, the egress policy.
+/// What a test varies: extra rule keys, extra keys of the `hooks` integration (or, at two
+/// spaces, further integrations), extra binding keys (or further bindings), the egress policy.
 pub struct Options {
     pub rule: &'static str,
-    pub integration: &'static str,
+    pub integration: String,
     pub allow: &'static str,
     /// Extra keys of the rule's binding (indented by eight spaces).
     pub binding: &'static str,
@@ -56,7 +57,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             rule: "",
-            integration: "",
+            integration: String::new(),
             allow: "127.0.0.1",
             binding: "",
             batch: queue::DEFAULT_BATCH,
