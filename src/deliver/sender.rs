@@ -181,7 +181,7 @@ impl Sender {
         let settling = async {
             let mut group = Vec::with_capacity(SETTLE_GROUP);
             while finished.recv_many(&mut group, SETTLE_GROUP).await > 0 {
-                let took = self.settle_with_retries(&group).await?;
+                let took = self.settle_with_retries(&group).await;
                 for (item, took) in group.drain(..).zip(took) {
                     match (&item.outcome, took) {
                         (_, false) => report.stale += 1,
@@ -195,60 +195,59 @@ impl Sender {
                     }
                 }
             }
-            Ok::<_, StoreError>(())
         };
-        let ((), settled) = tokio::join!(sending, settling);
-        settled?;
+        tokio::join!(sending, settling);
         Ok(report)
     }
 
     /// Settles a group of finished sends, retrying a failing control plane while the group's
     /// leases last. If the group still fails, its items are settled one by one, so one that
-    /// cannot be written does not hold back the rest; a settle given up on means that request is
-    /// sent again once its lease lapses.
-    async fn settle_with_retries(&self, group: &[Settled]) -> Result<Vec<bool>, StoreError> {
-        match self.settle_retrying(group).await {
-            Ok(took) => Ok(took),
-            Err(e) if group.len() > 1 => {
-                tracing::warn!(error = %e, "a group of settles failed; settling them one by one");
-                let mut took = Vec::with_capacity(group.len());
-                for item in group {
-                    match self.settle_retrying(std::slice::from_ref(item)).await {
-                        Ok(one) => took.extend(one),
-                        Err(e) => {
-                            tracing::error!(delivery = item.claimed.id, error = %e, "could not record this send; it goes again when its lease lapses");
-                            took.push(false);
-                        }
-                    }
-                }
-                Ok(took)
-            }
-            Err(e) => Err(e),
+    /// cannot be written does not hold back the rest. Returns, per item, whether its settle took
+    /// effect; one given up on (logged) is sent again once its lease lapses.
+    async fn settle_with_retries(&self, group: &[Settled]) -> Vec<bool> {
+        let mut failed = match self.settle_retrying(group).await {
+            Ok(took) => return took,
+            Err(e) => Some(e),
+        };
+        let mut took = Vec::with_capacity(group.len());
+        for item in group {
+            // A group of one has already had its tries.
+            let one = match failed.take().filter(|_| group.len() == 1) {
+                Some(e) => Err(e),
+                None => self.settle_retrying(std::slice::from_ref(item)).await,
+            };
+            took.push(one.map(|t| t[0]).unwrap_or_else(|e| {
+                tracing::error!(delivery = item.claimed.id, error = %e, "could not record this send; it goes again when its lease lapses");
+                false
+            }));
         }
+        took
     }
 
     async fn settle_retrying(&self, group: &[Settled]) -> Result<Vec<bool>, StoreError> {
         let mut pause = Duration::from_millis(100);
-        for tries in 1.. {
-            match queue::settle_many(&self.store, group).await {
+        let mut tries = 1;
+        loop {
+            let e = match queue::settle_many(&self.store, group).await {
                 Ok(took) => return Ok(took),
-                Err(e) if tries >= SETTLE_TRIES => return Err(e),
-                Err(e) => {
-                    let lease_left = group
-                        .iter()
-                        .map(|s| s.claimed.lease_expires_at)
-                        .min()
-                        .map_or(SignedDuration::ZERO, |l| self.clock.now().duration_until(l));
-                    if lease_left < SignedDuration::try_from(pause * 2).unwrap_or_default() {
-                        return Err(e);
-                    }
-                    tracing::warn!(error = %e, "settling finished sends failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(5));
-                }
+                Err(e) => e,
+            };
+            let lease_left = group
+                .iter()
+                .map(|s| s.claimed.lease_expires_at)
+                .min()
+                .map_or(SignedDuration::ZERO, |l| self.clock.now().duration_until(l));
+            if tries >= SETTLE_TRIES
+                || lease_left < SignedDuration::try_from(pause * 2).unwrap_or_default()
+            {
+                return Err(e);
             }
+            tracing::warn!(error = %e, "settling finished sends failed; retrying");
+            let until = self.clock.now() + SignedDuration::try_from(pause).unwrap_or_default();
+            self.clock.sleep_until(until).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+            tries += 1;
         }
-        unreachable!("the loop returns")
     }
 
     /// Sends until nothing is due now; the sum of every pass.

@@ -504,3 +504,48 @@ async fn only_http_and_https_leave_the_machine() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_send_that_cannot_be_recorded_does_not_hold_back_the_others_settled_with_it() {
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    let s = Setup::new(&pg.url, 3, Options::default()).await;
+    let bad = s.deliveries().await[0].id;
+    // The control plane refuses to record one delivery as sent (say, a failing disk page).
+    let mut c = pg.admin().await;
+    let refuse = format!(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.id = {bad} AND NEW.status = 'sent' THEN RAISE EXCEPTION 'disk full'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER refuse BEFORE UPDATE ON delivery FOR EACH ROW EXECUTE FUNCTION refuse();"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(refuse))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let report = s.sender.step().await.unwrap();
+    assert_eq!((report.sent, report.stale), (2, 1), "{report:?}");
+    let pending: Vec<i64> = s
+        .deliveries()
+        .await
+        .into_iter()
+        .filter(|d| d.status == "pending")
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(pending, [bad], "the other two were recorded as sent");
+    // Once the control plane recovers and the lease lapses, it goes again under the same id.
+    sqlx::raw_sql("DROP TRIGGER refuse ON delivery")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    s.at(SignedDuration::from_mins(2)).await;
+    assert!(s.deliveries().await.iter().all(|d| d.status == "sent"));
+    let bad_id = bad.to_string();
+    let again = s
+        .receiver
+        .seen()
+        .iter()
+        .filter(|r| r.header("webhook-id") == bad_id)
+        .count();
+    assert_eq!(again, 2);
+}
