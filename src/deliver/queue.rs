@@ -83,7 +83,7 @@ const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, act
 
 // The selection runs exactly once (a MATERIALIZED CTE), so the claim never returns more than the
 // limit, and SKIP LOCKED keeps concurrent claimers off each other's rows.
-fn claim_pg() -> String {
+fn claim_pg_sql() -> String {
     format!(
         "WITH due AS MATERIALIZED ({CLAIMABLE} FOR UPDATE SKIP LOCKED)
          UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = delivery.fencing_token + 1, attempts = delivery.attempts + 1
@@ -98,7 +98,7 @@ fn claim_pg() -> String {
 }
 
 // SQLite has one writer at a time (BEGIN IMMEDIATE), so the selection needs no row locks.
-fn claim_sqlite() -> String {
+fn claim_sqlite_sql() -> String {
     format!(
         "UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = fencing_token + 1, attempts = attempts + 1
          WHERE id IN ({CLAIMABLE})
@@ -110,8 +110,8 @@ fn claim_sqlite() -> String {
 /// claimed): a check that the claim reads the partial index over pending deliveries.
 pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>, StoreError> {
     let sql = match store.dialect() {
-        Dialect::Postgres => format!("EXPLAIN {}", claim_pg()),
-        Dialect::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sqlite()),
+        Dialect::Postgres => format!("EXPLAIN {}", claim_sql(Dialect::Postgres)),
+        Dialect::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sql(Dialect::Sqlite)),
     };
     let plan = async {
         let mut tx = store.begin_unscoped().await?;
@@ -143,6 +143,16 @@ pub async fn announce(tx: &mut crate::store::StoreTx) -> Result<(), sqlx::Error>
     Ok(())
 }
 
+/// The claim statement for an engine, built once.
+fn claim_sql(dialect: Dialect) -> &'static str {
+    static PG: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_pg_sql);
+    static SQLITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_sqlite_sql);
+    match dialect {
+        Dialect::Postgres => &PG,
+        Dialect::Sqlite => &SQLITE,
+    }
+}
+
 /// Claims up to `limit` due deliveries, oldest due first, across workspaces (one of the few
 /// statements that finds work before knowing whose it is).
 pub async fn claim_due(
@@ -151,15 +161,12 @@ pub async fn claim_due(
     limit: i64,
     lease: SignedDuration,
 ) -> Result<Vec<Claimed>, StoreError> {
-    let sql = match store.dialect() {
-        Dialect::Postgres => claim_pg(),
-        Dialect::Sqlite => claim_sqlite(),
-    };
+    let sql = claim_sql(store.dialect());
     let claimed = async {
         let mut tx = store.begin_unscoped().await?;
         let rows = fetch_all!(
             &mut tx,
-            &sql,
+            sql,
             [DbTime(now), limit, DbTime(now + lease)],
             |r| Ok(Claimed {
                 id: r.try_get(0)?,
