@@ -12,9 +12,9 @@ use rowfire::definitions::{Binding, Definitions, versions};
 use rowfire::deliver::catalog;
 use rowfire::deliver::client::Client;
 use rowfire::deliver::egress::Policy;
-use rowfire::deliver::outcome::AttemptResult;
-use rowfire::deliver::queue::{self, Claimed};
-use rowfire::deliver::request::outbound;
+use rowfire::deliver::outcome::{AttemptResult, Verdict};
+use rowfire::deliver::queue;
+use rowfire::deliver::request::try_action;
 use rowfire::integrations;
 use rowfire::secret::{self, MasterKey};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
@@ -276,12 +276,12 @@ pub(crate) async fn test(
     let Some(i) = defs.integration(name) else {
         bail!("there is no integration {name}; `rowfire integrations list` shows them");
     };
-    let Some(spec) = i.spec.actions.get(action) else {
+    if !i.spec.actions.contains_key(action) {
         bail!(
             "{name} has no action {action}; it has: {}",
             action_names(&i.spec)
         );
-    };
+    }
     let row: serde_json::Value =
         serde_json::from_str(row).context("--row must be a JSON object, such as '{\"id\": 1}'")?;
     let mut given = BTreeMap::new();
@@ -291,86 +291,40 @@ pub(crate) async fn test(
             .ok_or_else(|| anyhow!("--param takes NAME=TEMPLATE, not {p}"))?;
         given.insert(k.to_string(), serde_json::Value::String(v.to_string()));
     }
-    let now = Timestamp::now();
-    let mut ctx = row.as_object().cloned().unwrap_or_default();
-    ctx.insert("row".into(), row.clone());
-    ctx.insert("rule".into(), "test".into());
-    ctx.insert("trigger".into(), "test".into());
-    ctx.insert(
-        "entity_id".into(),
-        recipient.clone().unwrap_or_else(|| "test".into()).into(),
-    );
-    ctx.insert("event_time".into(), now.to_string().into());
-    ctx.insert("fired_at".into(), now.to_string().into());
     let binding = Binding {
         integration: name.into(),
         action: action.into(),
         params: given,
         recipient,
     };
-    let request = rowfire::deliver::render(&defs, &binding, &serde_json::Value::Object(ctx))?;
-    println!("{} {}", request.method, request.url);
-    println!("{}", serde_json::to_string_pretty(&request.body)?);
-    if i.spec.base_url == rowfire::deliver::INBOX_URL {
+    let key = MasterKey::from_env().ok();
+    let client = Client::new(Policy::from_env().map_err(|e| anyhow!(e))?);
+    let tried = try_action(
+        store,
+        WS,
+        &defs,
+        &binding,
+        &row,
+        key.as_ref(),
+        &client,
+        Timestamp::now(),
+    )
+    .await?;
+    println!("{} {}", tried.request.method, tried.request.url);
+    println!("{}", serde_json::to_string_pretty(&tried.request.body)?);
+    let Some((result, took, verdict)) = tried.sent else {
         println!("(the Demo inbox: nothing leaves the machine)");
         return Ok(ExitCode::SUCCESS);
-    }
-    let credentials = if i.spec.credentials().is_empty() {
-        BTreeMap::new()
-    } else {
-        let key = MasterKey::from_env()?;
-        secret::open_all(store, &key, WS, &integrations::secret_owner(name)).await?
     };
-    let claimed = Claimed {
-        id: 0,
-        workspace: WS.into(),
-        token: 0,
-        integration: name.into(),
-        action: format!("{name}.{action}"),
-        method: Some(request.method),
-        url: Some(request.url),
-        headers: Some(request.headers.to_string()),
-        body: Some(request.body.to_string()),
-        attempts: 1,
-        due_at: now,
-        expires_at: None,
-        lease_expires_at: now,
-    };
-    // A fresh key per test, so an API that honours idempotency keys never replays an old answer.
-    let key = format!("test-{:016x}", fastrand::u64(..));
-    let out = outbound(&claimed, &key, &i.spec, spec, &credentials, now).map_err(|e| anyhow!(e))?;
-    let policy = Policy::from_env().map_err(|e| anyhow!(e))?;
-    let (result, took) = Client::new(policy).send(&out).await;
-    // Anything an echoing destination returns is redacted before it is judged or printed.
-    let secrets = rowfire::deliver::request::secret_strings(&i.spec, &credentials);
-    let result = match result {
-        AttemptResult::Response {
-            status,
-            retry_after,
-            body,
-        } => AttemptResult::Response {
-            status,
-            retry_after,
-            body: rowfire::deliver::request::redact(&body, &secrets),
-        },
-        other => other,
-    };
-    let shown = match &result {
-        AttemptResult::Response { body, .. } => body.clone(),
-        _ => String::new(),
-    };
-    let verdict = rowfire::deliver::outcome::judge(&result, 1, now, spec.ok_field, 0.5);
     match result {
-        AttemptResult::Response { status, .. } => {
+        AttemptResult::Response { status, body, .. } => {
             println!("→ {status} in {} ms", took.as_millis());
-            println!("{}", shown.chars().take(500).collect::<String>());
-            match verdict {
-                rowfire::deliver::outcome::Verdict::Sent => Ok(ExitCode::SUCCESS),
-                other => {
-                    eprintln!("as a delivery this would be: {other:?}");
-                    Ok(ExitCode::FAILURE)
-                }
+            println!("{}", body.chars().take(500).collect::<String>());
+            if verdict == Verdict::Sent {
+                return Ok(ExitCode::SUCCESS);
             }
+            eprintln!("as a delivery this would be: {verdict:?}");
+            Ok(ExitCode::FAILURE)
         }
         AttemptResult::Timeout => bail!("timed out after {} ms", i.spec.timeout_ms),
         AttemptResult::Network(e) => bail!("network error: {e}"),

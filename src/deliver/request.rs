@@ -99,6 +99,144 @@ pub fn outbound(
     })
 }
 
+/// Why an action could not be tried.
+#[derive(Debug, thiserror::Error)]
+pub enum TryError {
+    /// The binding does not render against the sample row.
+    #[error(transparent)]
+    Template(#[from] crate::template::TemplateError),
+    /// The credentials could not be opened.
+    #[error(transparent)]
+    Secret(#[from] crate::secret::StoredSecretError),
+    /// The request cannot be built (a signing secret that is not `whsec_…`, say).
+    #[error("{0}")]
+    Build(String),
+}
+
+/// What trying an action once did: the rendered request and, unless it stays in-process (the
+/// Demo inbox), the redacted answer, how long it took, and what it would mean for a delivery.
+#[derive(Debug)]
+pub struct Tried {
+    /// The rendered request (never credentials).
+    pub request: super::Request,
+    /// The answer (redacted), the time it took, and the verdict a delivery would get.
+    pub sent: Option<(
+        super::outcome::AttemptResult,
+        Duration,
+        super::outcome::Verdict,
+    )>,
+}
+
+/// Tries one action of an integration in force, as `rowfire integrations test` does: renders
+/// `binding` against a sample `row` (the recipient, or `test`, stands for the key), adds
+/// credentials, signatures and a fresh idempotency key (so an API that honours keys never
+/// replays an old answer), sends it once through `client`, redacts the answer and judges it as a
+/// delivery's first attempt. `key` opens credentials when the integration needs them.
+#[allow(clippy::too_many_arguments)]
+pub async fn try_action(
+    store: &crate::store::Store,
+    workspace: &str,
+    defs: &crate::definitions::Definitions,
+    binding: &crate::definitions::Binding,
+    row: &serde_json::Value,
+    key: Option<&crate::secret::MasterKey>,
+    client: &super::client::Client,
+    now: Timestamp,
+) -> Result<Tried, TryError> {
+    let integration = &defs
+        .integration(&binding.integration)
+        .ok_or_else(|| TryError::Build(format!("there is no integration {}", binding.integration)))?
+        .spec;
+    let action = integration
+        .actions
+        .get(&binding.action)
+        .ok_or_else(|| TryError::Build(format!("there is no action {}", binding.action)))?;
+    let mut ctx = row.as_object().cloned().unwrap_or_default();
+    let key_value = binding.recipient.clone().unwrap_or_else(|| "test".into());
+    for (name, value) in [
+        ("row", row.clone()),
+        ("rule", "test".into()),
+        ("trigger", "test".into()),
+        ("entity_id", key_value.into()),
+        ("event_time", now.to_string().into()),
+        ("fired_at", now.to_string().into()),
+    ] {
+        ctx.insert(name.into(), value);
+    }
+    let request = super::render(defs, binding, &serde_json::Value::Object(ctx))?;
+    if integration.base_url == super::INBOX_URL {
+        return Ok(Tried {
+            request,
+            sent: None,
+        });
+    }
+    let credentials = match (integration.credentials().is_empty(), key) {
+        (true, _) => BTreeMap::new(),
+        (false, None) => {
+            let missing = crate::secret::SecretError::MissingMasterKey;
+            return Err(crate::secret::StoredSecretError::from(missing).into());
+        }
+        (false, Some(key)) => {
+            let owner = crate::integrations::secret_owner(&binding.integration);
+            crate::secret::open_all(store, key, workspace, &owner).await?
+        }
+    };
+    let claimed = Claimed {
+        id: 0,
+        workspace: workspace.into(),
+        token: 0,
+        integration: binding.integration.clone(),
+        action: format!("{}.{}", binding.integration, binding.action),
+        method: Some(request.method.clone()),
+        url: Some(request.url.clone()),
+        headers: Some(request.headers.to_string()),
+        body: Some(request.body.to_string()),
+        attempts: 1,
+        due_at: now,
+        expires_at: None,
+        lease_expires_at: now,
+    };
+    let idempotency_key = format!("test-{:016x}", fastrand::u64(..));
+    let out = outbound(
+        &claimed,
+        &idempotency_key,
+        integration,
+        action,
+        &credentials,
+        now,
+    )
+    .map_err(TryError::Build)?;
+    let (result, took) = client.send(&out).await;
+    let result = redact_result(result, &secret_strings(integration, &credentials));
+    let verdict = super::outcome::judge(&result, 1, now, action.ok_field, 0.5);
+    Ok(Tried {
+        request,
+        sent: Some((result, took, verdict)),
+    })
+}
+
+/// An answer with every secret redacted, before anything reads, records or prints it.
+pub fn redact_result(
+    result: super::outcome::AttemptResult,
+    secrets: &[String],
+) -> super::outcome::AttemptResult {
+    use super::outcome::AttemptResult;
+    match result {
+        AttemptResult::Response {
+            status,
+            retry_after,
+            body,
+        } => AttemptResult::Response {
+            status,
+            retry_after,
+            body: redact(&body, secrets),
+        },
+        AttemptResult::Network(e) => AttemptResult::Network(redact(&e, secrets)),
+        AttemptResult::Invalid(e) => AttemptResult::Invalid(redact(&e, secrets)),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -14,7 +14,7 @@ use super::catalog::Integration;
 use super::client::{Client, RESPONSE_KEEP};
 use super::outcome::{AttemptResult, Verdict, judge};
 use super::queue::{self, Attempt, Claimed, Settled, Settlement};
-use super::request::{outbound, redact, secret_strings};
+use super::request::{outbound, redact_result, secret_strings};
 use crate::clock::Clock;
 use crate::definitions::{Definitions, versions};
 use crate::integrations;
@@ -462,16 +462,11 @@ impl Sender {
             }
         }
         let started_at = self.clock.now();
-        let (mut result, latency) = self.client.send(&request).await;
+        let (result, latency) = self.client.send(&request).await;
         let ended = self.clock.now();
         // A destination that echoes the request must not put a credential into the record, its
         // reason or any output: redact the whole answer before anything reads it.
-        let secrets = secret_strings(integration, credentials);
-        match &mut result {
-            AttemptResult::Response { body, .. } => *body = redact(body, &secrets),
-            AttemptResult::Network(e) | AttemptResult::Invalid(e) => *e = redact(e, &secrets),
-            AttemptResult::Timeout | AttemptResult::Refused(_) => {}
-        }
+        let result = redact_result(result, &secret_strings(integration, credentials));
         let verdict = judge(
             &result,
             claimed.attempts.max(1) as u32,
