@@ -73,7 +73,17 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
             sender::MIN_LEASE
         );
     }
-    for warning in integrations::readiness(&store, opts.delivery_lease).await? {
+    let key = MasterKey::from_env();
+    let in_force = versions::in_force(&store, DEFAULT_WORKSPACE).await?;
+    let warnings = match &in_force {
+        Some((_, defs)) => {
+            let lease = opts.delivery_lease;
+            rowfire::integrations::readiness(&store, DEFAULT_WORKSPACE, defs, key.as_ref(), lease)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    for warning in warnings {
         eprintln!("warning: {warning}");
     }
     if opts.once {

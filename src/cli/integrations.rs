@@ -77,41 +77,6 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What would hold deliveries back when a worker starts: integrations whose credentials are
-/// missing, credentials with no master key to open them, or requests that cannot finish inside
-/// the delivery lease.
-pub(crate) async fn readiness(store: &Store, lease: jiff::SignedDuration) -> Result<Vec<String>> {
-    let Some((_, defs)) = versions::in_force(store, WS).await? else {
-        return Ok(Vec::new());
-    };
-    let key = MasterKey::from_env();
-    let mut warnings = Vec::new();
-    for i in &defs.integrations {
-        if !rowfire::deliver::sender::fits_in_lease(&i.spec, lease) {
-            warnings.push(format!(
-                "{}'s requests (timeout {} ms) do not fit in the {lease:#} delivery lease and will wait; raise --delivery-lease",
-                i.name, i.spec.timeout_ms
-            ));
-        }
-        let needed = i.spec.credentials();
-        if needed.is_empty() {
-            continue;
-        }
-        if let Err(e) = &key {
-            warnings.push(format!("{}'s deliveries will wait: {e}", i.name));
-            continue;
-        }
-        let stored = secret::names(store, WS, &integrations::secret_owner(&i.name)).await?;
-        for c in needed.iter().filter(|c| !stored.iter().any(|s| s == *c)) {
-            warnings.push(format!(
-                "{}'s deliveries will wait: no credential {c}; `rowfire integrations set-credential {} {c}`",
-                i.name, i.name
-            ));
-        }
-    }
-    Ok(warnings)
-}
-
 /// `rowfire integrations catalog`: the built-in entries.
 pub(crate) fn catalog() -> ExitCode {
     for entry in catalog::all() {
