@@ -10,9 +10,13 @@ use rowfire::source::Source;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
-/// The fixed "now" every sample-data test uses.
+/// The fixed "now" every sample-data test uses: 2026-11-29T12:00Z, or `ROWFIRE_TEST_NOW` (RFC 3339)
+/// to prove the suite never mixes the machine's or the database's clock with this one.
 pub fn now() -> Timestamp {
-    "2026-11-29T12:00:00Z".parse().unwrap()
+    std::env::var("ROWFIRE_TEST_NOW")
+        .unwrap_or_else(|_| "2026-11-29T12:00:00Z".into())
+        .parse()
+        .expect("ROWFIRE_TEST_NOW must be an RFC 3339 instant such as 2027-11-29T12:00:00Z")
 }
 
 fn admin_url() -> String {
