@@ -263,8 +263,11 @@ async fn postgres_decimals_dates_and_json_keep_their_exact_form() {
     let source = Source::connect(&def(Duration::from_secs(5)), &pg.url)
         .await
         .unwrap();
-    let sql = "SELECT 1.10::numeric AS amount, 0.0000001::numeric AS tiny, DATE '2026-03-08' AS day, '{\"a\": [1, 2]}'::jsonb AS doc, gen_random_uuid() AS u, 'x' AS k, TIMESTAMPTZ '2026-11-01T06:30:00Z' AS at";
-    let rows = first_page(&source, sql).await.unwrap().unwrap();
+    let at = now() - SignedDuration::from_hours(24 * 28);
+    let sql = format!(
+        "SELECT 1.10::numeric AS amount, 0.0000001::numeric AS tiny, DATE '2026-03-08' AS day, '{{\"a\": [1, 2]}}'::jsonb AS doc, gen_random_uuid() AS u, 'x' AS k, TIMESTAMPTZ '{at}' AS at"
+    );
+    let rows = first_page(&source, &sql).await.unwrap().unwrap();
     let row = &rows[0];
     assert_eq!(row.get("amount"), Some(&Value::Decimal("1.10".into())));
     assert_eq!(row.get("tiny"), Some(&Value::Decimal("0.0000001".into())));
@@ -273,5 +276,5 @@ async fn postgres_decimals_dates_and_json_keep_their_exact_form() {
         row.get("doc"),
         Some(&Value::Json(serde_json::json!({"a": [1, 2]})))
     );
-    assert_eq!(row.clock, Some("2026-11-01T06:30:00Z".parse().unwrap()));
+    assert_eq!(row.clock, Some(at));
 }
