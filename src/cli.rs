@@ -46,13 +46,17 @@ pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Res
 pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
     let dsn = integrations::dsn_resolver(&store).await?;
+    // Leases are stamped on the control plane's clock, not this host's: one clock for the whole
+    // process, measured against the control plane now and every minute while it runs.
+    let clock = Clock::system();
+    store.sync_clock(&clock).await?;
     let concurrency = opts.concurrency;
     let pollers: Vec<Poller> = (0..concurrency)
         .map(|i| {
             Poller::new(
                 store.clone(),
                 format!("{host}:{}:{i}", std::process::id()),
-                Clock::system(),
+                clock.clone(),
                 dsn.clone(),
             )
         })
@@ -63,7 +67,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
                 lease: opts.delivery_lease,
                 ..sender::Config::default()
             };
-            sender(&store, Clock::system(), config)
+            sender(&store, clock.clone(), config)
         })
         .collect::<Result<_>>()?;
     if opts.delivery_lease < sender::MIN_LEASE {
@@ -115,6 +119,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         store.shown(),
         if opts.poll_only { ", poll-only" } else { "" }
     );
+    let resync = tokio::spawn(keep_clock_synced(store.clone(), clock));
     let polls = pollers
         .iter()
         .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
@@ -124,7 +129,19 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         futures_util::future::join_all(sends),
     )
     .await;
+    resync.abort();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Measures the control plane's clock again every minute (host clocks drift); a failed
+/// measurement keeps the last offset.
+async fn keep_clock_synced(store: Store, clock: Clock) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        if let Err(e) = store.sync_clock(&clock).await {
+            tracing::warn!(error = %e, "could not read the control plane's clock; keeping the last offset");
+        }
+    }
 }
 
 pub(crate) async fn shutdown_signal() {
