@@ -321,19 +321,24 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
     }
     print_inbox(&made.store).await?;
     println!();
-    println!("Look closer (inside {}):", dir.display());
-    println!("  rowfire status");
-    println!(
-        "  SAMPLE_DATABASE_URL={} rowfire backtest billing_ticket -f definitions.yaml --days {} --now {now}",
-        made.sample_url,
-        demo::DEMO_DAYS
-    );
+    let rowfire = demo::invocation();
+    println!("Look closer: type these into a shell, one after another (the worker finds the sample by itself):");
+    for step in made.next_steps(&rowfire.command, now) {
+        println!("  $ {step}");
+    }
+    if let Some(hint) = &rowfire.install_hint {
+        println!("({hint})");
+    }
     if once {
         return Ok(ExitCode::SUCCESS);
     }
     println!();
     println!("The worker keeps running; add activity from another terminal with:");
-    println!("  rowfire fixture simulate --into {}", made.sample_url);
+    println!(
+        "  $ {} fixture simulate --into {}",
+        rowfire.command,
+        demo::shell_word(&made.sample_url)
+    );
     println!("ctrl-c stops it.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -7,6 +7,7 @@ mod backtests;
 mod chaos;
 mod cli;
 mod control_plane;
+mod first_run;
 mod guard_fuzz;
 mod leases;
 mod pace;
