@@ -90,6 +90,12 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
     for warning in warnings {
         eprintln!("warning: {warning}");
     }
+    if let Some((_, defs)) = &in_force {
+        let resolves = |name: &str| defs.source(name).is_some_and(|d| dsn(d).is_some());
+        for p in defs.unresolved_sources(resolves) {
+            eprintln!("warning: {}: {}", p.path, p.message);
+        }
+    }
     if opts.once {
         let mut all = Vec::new();
         for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
@@ -322,7 +328,9 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
     print_inbox(&made.store).await?;
     println!();
     let rowfire = demo::invocation();
-    println!("Look closer: type these into a shell, one after another (the worker finds the sample by itself):");
+    println!(
+        "Look closer: type these into a shell, one after another (the worker finds the sample by itself):"
+    );
     for step in made.next_steps(&rowfire.command, now) {
         println!("  $ {step}");
     }
@@ -383,6 +391,19 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
         defs.triggers.len(),
         defs.rules.len()
     );
+    // Sources the file only names may be stored in the control plane; each one that is not
+    // holds back its trigger's rules only.
+    let stored = stored_sources_if_configured().await;
+    let unresolved = defs.unresolved_sources(|name| stored.contains(name));
+    if !unresolved.is_empty() {
+        println!(
+            "{} problem(s) that hold back only the rules named (the rest of the file is fine):",
+            unresolved.len()
+        );
+        for p in &unresolved {
+            println!("  {}: {}", p.path, p.message);
+        }
+    }
     let mut failed = false;
     for check in validation::check_against_sources(&defs, Timestamp::now()).await {
         match check {
@@ -391,6 +412,14 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
             }
             TriggerCheck::NotChecked { trigger, var } => {
                 println!("  trigger {trigger}: columns not checked ({var} is not set)")
+            }
+            TriggerCheck::Undeclared { trigger, source } => {
+                let how = if stored.contains(&source) {
+                    "stored in the control plane"
+                } else {
+                    "not declared in this file"
+                };
+                println!("  trigger {trigger}: columns not checked (source {source} is {how})")
             }
             TriggerCheck::SourceUnavailable { trigger, source } => {
                 failed = true;
@@ -411,10 +440,41 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
     })
 }
 
+/// The sources stored in the control plane, when one is configured (`ROWFIRE_DATABASE_URL`, or
+/// `rowfire.db` here); none otherwise. Never creates a control plane.
+async fn stored_sources_if_configured() -> std::collections::BTreeSet<String> {
+    let configured = std::env::var(rowfire::store::DATABASE_URL_ENV).is_ok_and(|u| !u.is_empty())
+        || Path::new("rowfire.db").exists();
+    if !configured {
+        return Default::default();
+    }
+    let stored = async {
+        let store = open_store().await?;
+        Ok::<_, anyhow::Error>(rowfire::secret::stored_sources(&store, DEFAULT_WORKSPACE).await?)
+    };
+    stored.await.unwrap_or_else(|e| {
+        eprintln!("note: stored sources were not consulted: {e:#}");
+        Default::default()
+    })
+}
+
+/// After a push: says which triggers name a source that is neither declared nor stored (their
+/// rules wait; everything else runs).
+pub(crate) async fn warn_unresolved_sources(store: &Store, defs: &Definitions) -> Result<()> {
+    let stored = rowfire::secret::stored_sources(store, DEFAULT_WORKSPACE).await?;
+    for p in defs.unresolved_sources(|name| stored.contains(name)) {
+        eprintln!("warning: {}: {}", p.path, p.message);
+    }
+    Ok(())
+}
+
 pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Result<ExitCode> {
     let defs = load(file)?;
     let trigger = defs.trigger_named(name)?;
     let def = defs.source(&trigger.source).expect("validated");
+    if !def.declared {
+        bail!("{}", def.missing_dsn());
+    }
     let from_env = std::env::var(&def.dsn_env)
         .ok()
         .and_then(|dsn| dialect_of(&dsn));

@@ -233,6 +233,30 @@ pub async fn put_file_url(
     Ok(())
 }
 
+/// The names of the sources whose DSN is stored in the control plane (encrypted, or a SQLite
+/// file's URL), whether or not this process could open them.
+pub async fn stored_sources(
+    store: &crate::store::Store,
+    workspace: &str,
+) -> Result<std::collections::BTreeSet<String>, crate::store::StoreError> {
+    use crate::store::fetch_all;
+    use sqlx::Row as _;
+    let mut tx = store.begin(workspace).await?;
+    let owners = fetch_all!(
+        &mut tx,
+        "SELECT owner FROM secret WHERE workspace_id = $1 AND name IN ($2, $3)",
+        [workspace, "dsn", FILE_URL],
+        |r| r.try_get::<String, _>(0)
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(owners
+        .iter()
+        .filter_map(|o| o.strip_prefix("source:"))
+        .map(str::to_string)
+        .collect())
+}
+
 /// Every source's SQLite URL stored with [`put_file_url`], by source name.
 pub async fn file_urls(
     store: &crate::store::Store,

@@ -311,6 +311,11 @@ pub(crate) async fn sources(store: &Store) -> Result<ExitCode> {
             "stored DSN (encrypted)".to_string()
         } else if files.contains_key(&s.name) {
             "stored SQLite file URL (no credential, not encrypted)".to_string()
+        } else if !s.declared {
+            format!(
+                "not declared in the definitions and NOT STORED; `rowfire sources add {} --url-env VAR`",
+                s.name
+            )
         } else if std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty()) {
             format!("${} (set)", s.dsn_env)
         } else {

@@ -63,7 +63,13 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
     let url = sample.url.clone();
     let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
     let setup = Poller::new(store.clone(), "setup", behind.clone(), dsn.clone());
-    let fired: u64 = setup.poll_due().await.unwrap().iter().map(|r| r.fired).sum();
+    let fired: u64 = setup
+        .poll_due()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.fired)
+        .sum();
     assert!(fired > 10, "{fired}");
 
     // Trigger lease (5 minutes): the worker behind holds declined_charge; four and a half
@@ -90,7 +96,11 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
     for clock in [&behind, &ahead] {
         clock.advance(SignedDuration::from_secs(60));
     }
-    let again = ahead_poller.lease().await.unwrap().expect("the lapsed lease");
+    let again = ahead_poller
+        .lease()
+        .await
+        .unwrap()
+        .expect("the lapsed lease");
     assert_eq!(again.trigger, held.trigger);
     assert!(again.token > held.token);
 
@@ -117,5 +127,9 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
     let lapsed = queue::claim_due(&store, ahead.now(), 100_000, lease)
         .await
         .unwrap();
-    assert!(lapsed.iter().any(|c| c.id == mine.id && c.token > mine.token));
+    assert!(
+        lapsed
+            .iter()
+            .any(|c| c.id == mine.id && c.token > mine.token)
+    );
 }

@@ -19,4 +19,5 @@ mod receiver;
 mod secrets;
 mod sending;
 mod sources;
+mod undeclared;
 mod webhooks;
