@@ -113,6 +113,35 @@ async fn a_file_with_a_trigger_on_an_undeclared_source_validates_pushes_and_runs
         line("declined_charge").ends_with("last error: -"),
         "{status}"
     );
+
+    // Stored as the error says (a SQLite file's URL needs no master key), the trigger runs.
+    let stored = [("REPLICA_URL", sample.url.as_str()), env[0]];
+    let add = [
+        "sources",
+        "add",
+        "billing_replica",
+        "--url-env",
+        "REPLICA_URL",
+    ];
+    let (ok, out, err) = rowfire(&add, dir.path(), &stored);
+    assert!(ok && out.contains("not encrypted"), "{out}\n{err}");
+    let (ok, _, err) = rowfire(
+        &["rewind", "refund_issued", "--days", "1"],
+        dir.path(),
+        &env,
+    );
+    assert!(ok, "{err}");
+    let (_, out, err) = rowfire(&["worker", "--once"], dir.path(), &env);
+    assert!(
+        out.contains("refund_issued: ") && !err.contains(FIX),
+        "{out}\n{err}"
+    );
+    let (_, status, _) = rowfire(&["status"], dir.path(), &env);
+    let refunds = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("refund_issued "))
+        .unwrap();
+    assert!(refunds.ends_with("last error: -"), "{status}");
 }
 
 async fn only_the_undeclared_sources_trigger_waits_until_the_source_is_stored(url: &str) {
