@@ -103,6 +103,8 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
         .expect("the lapsed lease");
     assert_eq!(again.trigger, held.trigger);
     assert!(again.token > held.token);
+    // Nor does the worker behind take over what the one ahead now holds.
+    assert_eq!(behind_poller.lease().await.unwrap(), None);
 
     // Delivery lease (60 seconds): the same, with the one ahead trying half a lease later.
     let lease = queue::DEFAULT_LEASE;
@@ -131,5 +133,13 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
         lapsed
             .iter()
             .any(|c| c.id == mine.id && c.token > mine.token)
+    );
+    let held_ahead: Vec<i64> = theirs.iter().chain(&lapsed).map(|c| c.id).collect();
+    let behind_gets = queue::claim_due(&store, behind.now(), 100_000, lease)
+        .await
+        .unwrap();
+    assert!(
+        behind_gets.iter().all(|c| !held_ahead.contains(&c.id)),
+        "the worker behind took over a live delivery lease"
     );
 }
