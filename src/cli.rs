@@ -46,13 +46,17 @@ pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Res
 pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
     let dsn = integrations::dsn_resolver(&store).await?;
+    // Leases are stamped on the control plane's clock, not this host's: one clock for the whole
+    // process, measured against the control plane now and every minute while it runs.
+    let clock = Clock::system();
+    store.sync_clock(&clock).await?;
     let concurrency = opts.concurrency;
     let pollers: Vec<Poller> = (0..concurrency)
         .map(|i| {
             Poller::new(
                 store.clone(),
                 format!("{host}:{}:{i}", std::process::id()),
-                Clock::system(),
+                clock.clone(),
                 dsn.clone(),
             )
         })
@@ -63,7 +67,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
                 lease: opts.delivery_lease,
                 ..sender::Config::default()
             };
-            sender(&store, Clock::system(), config)
+            sender(&store, clock.clone(), config)
         })
         .collect::<Result<_>>()?;
     if opts.delivery_lease < sender::MIN_LEASE {
@@ -85,6 +89,12 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
     };
     for warning in warnings {
         eprintln!("warning: {warning}");
+    }
+    if let Some((_, defs)) = &in_force {
+        let resolves = |name: &str| defs.source(name).is_some_and(|d| dsn(d).is_some());
+        for p in defs.unresolved_sources(resolves) {
+            eprintln!("warning: {}: {}", p.path, p.message);
+        }
     }
     if opts.once {
         let mut all = Vec::new();
@@ -115,6 +125,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         store.shown(),
         if opts.poll_only { ", poll-only" } else { "" }
     );
+    let resync = tokio::spawn(keep_clock_synced(store.clone(), clock));
     let polls = pollers
         .iter()
         .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
@@ -124,7 +135,19 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         futures_util::future::join_all(sends),
     )
     .await;
+    resync.abort();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Measures the control plane's clock again every minute (host clocks drift); a failed
+/// measurement keeps the last offset.
+async fn keep_clock_synced(store: Store, clock: Clock) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        if let Err(e) = store.sync_clock(&clock).await {
+            tracing::warn!(error = %e, "could not read the control plane's clock; keeping the last offset");
+        }
+    }
 }
 
 pub(crate) async fn shutdown_signal() {
@@ -304,19 +327,26 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
     }
     print_inbox(&made.store).await?;
     println!();
-    println!("Look closer (inside {}):", dir.display());
-    println!("  rowfire status");
+    let rowfire = demo::invocation();
     println!(
-        "  SAMPLE_DATABASE_URL={} rowfire backtest billing_ticket -f definitions.yaml --days {} --now {now}",
-        made.sample_url,
-        demo::DEMO_DAYS
+        "Look closer: type these into a shell, one after another (the worker finds the sample by itself):"
     );
+    for step in made.next_steps(&rowfire.command, now) {
+        println!("  $ {step}");
+    }
+    if let Some(hint) = &rowfire.install_hint {
+        println!("({hint})");
+    }
     if once {
         return Ok(ExitCode::SUCCESS);
     }
     println!();
     println!("The worker keeps running; add activity from another terminal with:");
-    println!("  rowfire fixture simulate --into {}", made.sample_url);
+    println!(
+        "  $ {} fixture simulate --into {}",
+        rowfire.command,
+        demo::shell_word(&made.sample_url)
+    );
     println!("ctrl-c stops it.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -361,6 +391,19 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
         defs.triggers.len(),
         defs.rules.len()
     );
+    // Sources the file only names may be stored in the control plane; each one that is not
+    // holds back its trigger's rules only.
+    let stored = stored_sources_if_configured().await;
+    let unresolved = defs.unresolved_sources(|name| stored.contains(name));
+    if !unresolved.is_empty() {
+        println!(
+            "{} problem(s) that hold back only the rules named (the rest of the file is fine):",
+            unresolved.len()
+        );
+        for p in &unresolved {
+            println!("  {}: {}", p.path, p.message);
+        }
+    }
     let mut failed = false;
     for check in validation::check_against_sources(&defs, Timestamp::now()).await {
         match check {
@@ -369,6 +412,14 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
             }
             TriggerCheck::NotChecked { trigger, var } => {
                 println!("  trigger {trigger}: columns not checked ({var} is not set)")
+            }
+            TriggerCheck::Undeclared { trigger, source } => {
+                let how = if stored.contains(&source) {
+                    "stored in the control plane"
+                } else {
+                    "not declared in this file"
+                };
+                println!("  trigger {trigger}: columns not checked (source {source} is {how})")
             }
             TriggerCheck::SourceUnavailable { trigger, source } => {
                 failed = true;
@@ -389,10 +440,41 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
     })
 }
 
+/// The sources stored in the control plane, when one is configured (`ROWFIRE_DATABASE_URL`, or
+/// `rowfire.db` here); none otherwise. Never creates a control plane.
+async fn stored_sources_if_configured() -> std::collections::BTreeSet<String> {
+    let configured = std::env::var(rowfire::store::DATABASE_URL_ENV).is_ok_and(|u| !u.is_empty())
+        || Path::new("rowfire.db").exists();
+    if !configured {
+        return Default::default();
+    }
+    let stored = async {
+        let store = open_store().await?;
+        Ok::<_, anyhow::Error>(rowfire::secret::stored_sources(&store, DEFAULT_WORKSPACE).await?)
+    };
+    stored.await.unwrap_or_else(|e| {
+        eprintln!("note: stored sources were not consulted: {e:#}");
+        Default::default()
+    })
+}
+
+/// After a push: says which triggers name a source that is neither declared nor stored (their
+/// rules wait; everything else runs).
+pub(crate) async fn warn_unresolved_sources(store: &Store, defs: &Definitions) -> Result<()> {
+    let stored = rowfire::secret::stored_sources(store, DEFAULT_WORKSPACE).await?;
+    for p in defs.unresolved_sources(|name| stored.contains(name)) {
+        eprintln!("warning: {}: {}", p.path, p.message);
+    }
+    Ok(())
+}
+
 pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Result<ExitCode> {
     let defs = load(file)?;
     let trigger = defs.trigger_named(name)?;
     let def = defs.source(&trigger.source).expect("validated");
+    if !def.declared {
+        bail!("{}", def.missing_dsn());
+    }
     let from_env = std::env::var(&def.dsn_env)
         .ok()
         .and_then(|dsn| dialect_of(&dsn));

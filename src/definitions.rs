@@ -72,6 +72,9 @@ pub struct SourceDef {
     pub statement_timeout: Duration,
     /// Rows per page (`max_rows` in version 2 documents: Rowfire pages, never truncates).
     pub page_size: usize,
+    /// False for a source a trigger names but the file does not declare: its DSN can only come
+    /// from the control plane (`rowfire sources add`), and `dsn_env` is empty.
+    pub declared: bool,
 }
 
 /// One read-only SELECT on a source, with the column that places rows in time and the key.
@@ -315,6 +318,7 @@ pub fn load_file(path: &std::path::Path) -> Result<Definitions, Problems> {
 }
 
 mod parse;
+mod undeclared;
 
 pub mod versions;
 

@@ -55,11 +55,16 @@ pub enum DemoError {
     /// A mode change failed.
     #[error(transparent)]
     Mode(#[from] rules::ModeError),
+    /// The sample source could not be stored in the control plane.
+    #[error(transparent)]
+    StoredSource(#[from] crate::secret::StoredSecretError),
 }
 
 /// What the demo made.
 #[derive(Debug)]
 pub struct Demo {
+    /// The demo directory, absolute.
+    pub dir: PathBuf,
     /// The sample database's URL.
     pub sample_url: String,
     /// The copy of the sample definitions.
@@ -94,6 +99,8 @@ pub async fn run(dir: &Path, now: Timestamp) -> Result<Demo, DemoError> {
         message: e.to_string(),
     };
     std::fs::create_dir_all(dir).map_err(dir_error)?;
+    // Absolute from here on: every path the demo prints works from any directory.
+    let dir = &std::fs::canonicalize(dir).map_err(dir_error)?;
     let definitions_path = dir.join("definitions.yaml");
     std::fs::write(&definitions_path, SAMPLE_DEFINITIONS).map_err(dir_error)?;
     let sample_url = format!("sqlite://{}", dir.join("sample.db").display());
@@ -121,6 +128,16 @@ pub async fn run(dir: &Path, now: Timestamp) -> Result<Demo, DemoError> {
     let store = Store::open(&control_plane_url).await?;
     store.migrate().await?;
     versions::push(&store, DEFAULT_WORKSPACE, SAMPLE_DEFINITIONS, now).await?;
+    // The sample is a file, so its URL holds no credential: stored with the control plane, a
+    // worker started in DIR reads it without SAMPLE_DATABASE_URL or a master key.
+    crate::secret::put_file_url(
+        &store,
+        DEFAULT_WORKSPACE,
+        definitions::DEFAULT_SOURCE,
+        &sample_url,
+        now,
+    )
+    .await?;
     // New triggers start at now so history never fires; the demo looks back on purpose, and its
     // rules go live because their only destination is the Demo inbox.
     let by = SignedDuration::from_hours(24 * i64::from(DEMO_DAYS));
@@ -131,10 +148,102 @@ pub async fn run(dir: &Path, now: Timestamp) -> Result<Demo, DemoError> {
         rules::set_mode(&store, DEFAULT_WORKSPACE, &rule.name, Mode::Live, now).await?;
     }
     Ok(Demo {
+        dir: dir.clone(),
         sample_url,
         definitions: definitions_path,
         reports,
         control_plane_url,
         store,
     })
+}
+
+impl Demo {
+    /// The commands the demo suggests next, each to type as it is into a POSIX shell, in order:
+    /// the first changes into the demo directory. `rowfire` is this program as `invocation`
+    /// names it.
+    pub fn next_steps(&self, invocation: &str, now: Timestamp) -> Vec<String> {
+        vec![
+            format!("cd {}", shell_word(&self.dir.display().to_string())),
+            format!("{invocation} status"),
+            format!("{invocation} worker --once"),
+            format!(
+                "SAMPLE_DATABASE_URL={} {invocation} backtest billing_ticket -f definitions.yaml --days {DEMO_DAYS} --now {now}",
+                shell_word(&self.sample_url)
+            ),
+        ]
+    }
+}
+
+/// How to run this program from a shell: `rowfire` when the `rowfire` on the `PATH` is this
+/// program, else this program's absolute path (for example after `cargo run`), with a note on
+/// installing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// What to type.
+    pub command: String,
+    /// Said when `rowfire` is not on the `PATH`: how to install it.
+    pub install_hint: Option<String>,
+}
+
+/// How this process can be run again from a shell (see [`Invocation`]).
+pub fn invocation() -> Invocation {
+    let exe = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            let found = std::fs::canonicalize(d.join("rowfire")).ok();
+            found.is_some() && found == exe
+        })
+    });
+    match exe {
+        Some(_) if on_path => Invocation {
+            command: "rowfire".into(),
+            install_hint: None,
+        },
+        Some(exe) => {
+            // `cargo run` tells the program where its checkout is.
+            let install = match std::env::var("CARGO_MANIFEST_DIR") {
+                Ok(checkout) => format!("`cargo install --path {}`", shell_word(&checkout)),
+                Err(_) => "`cargo install --path .` in the Rowfire checkout".into(),
+            };
+            Invocation {
+                command: shell_word(&exe.display().to_string()),
+                install_hint: Some(format!(
+                    "rowfire is not on your PATH, so the commands name this build by its path; {install} installs it as rowfire"
+                )),
+            }
+        }
+        None => Invocation {
+            command: "rowfire".into(),
+            install_hint: Some(
+                "rowfire is not on your PATH: install it with `cargo install --path .` in the Rowfire checkout".into(),
+            ),
+        },
+    }
+}
+
+/// `word` as one POSIX shell word: as it is when made only of characters a shell leaves alone,
+/// else single-quoted.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-:+=@%,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_change_them() {
+        assert_eq!(shell_word("/tmp/demo-1/sample.db"), "/tmp/demo-1/sample.db");
+        assert_eq!(shell_word("/tmp/my demo"), "'/tmp/my demo'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -125,10 +125,14 @@ pub async fn why(
         .or_else(|| defs.source(DEFAULT_SOURCE))
         .expect("validated");
     let Some(url) = dsn(def) else {
-        explanation.rows_unavailable = Some(format!(
-            "{} is not set, so the source's rows were not read",
-            def.dsn_env
-        ));
+        explanation.rows_unavailable = Some(if def.declared {
+            format!(
+                "{} is not set, so the source's rows were not read",
+                def.dsn_env
+            )
+        } else {
+            format!("{}, so the source's rows were not read", def.missing_dsn())
+        });
         return Ok(explanation);
     };
     let read = async {

@@ -313,6 +313,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     other => other?,
                 };
             print_push(&summary);
+            if let Ok(defs) = rowfire::definitions::parse(&text) {
+                cli::warn_unresolved_sources(&store, &defs).await?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Pull { version } => {

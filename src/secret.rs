@@ -194,6 +194,94 @@ pub enum StoredSecretError {
     /// The control plane.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// Only a SQLite file's URL may be stored without encryption.
+    #[error(
+        "only a sqlite: URL (a file path, no credential) can be stored without a master key; set {MASTER_KEY_ENV} (see `rowfire keygen`) to store this source's DSN encrypted"
+    )]
+    NotAFileUrl,
+}
+
+/// The `key_id` of a value stored in the clear: a SQLite source's URL, a path with no credential.
+const IN_THE_CLEAR: &str = "none";
+/// The setting under which a source's SQLite URL is stored in the clear.
+const FILE_URL: &str = "file_url";
+
+/// Stores `source`'s SQLite URL in the clear for `owner` `source:NAME` (replacing any earlier
+/// one): a file path holds no credential, so it needs no master key. Anything but a `sqlite:` URL
+/// is refused.
+pub async fn put_file_url(
+    store: &crate::store::Store,
+    workspace: &str,
+    source: &str,
+    url: &str,
+    now: jiff::Timestamp,
+) -> Result<(), StoredSecretError> {
+    use crate::store::{DbTime, execute};
+    if crate::source::dialect_of(url) != Some(crate::sql_guard::Dialect::Sqlite) {
+        return Err(StoredSecretError::NotAFileUrl);
+    }
+    let owner = format!("source:{source}");
+    let mut tx = store.begin(workspace).await?;
+    execute!(
+        &mut tx,
+        "INSERT INTO secret (workspace_id, owner, name, key_id, sealed, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (workspace_id, owner, name) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, updated_at = excluded.updated_at",
+        [workspace, &owner, FILE_URL, IN_THE_CLEAR, url, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(())
+}
+
+/// The names of the sources whose DSN is stored in the control plane (encrypted, or a SQLite
+/// file's URL), whether or not this process could open them.
+pub async fn stored_sources(
+    store: &crate::store::Store,
+    workspace: &str,
+) -> Result<std::collections::BTreeSet<String>, crate::store::StoreError> {
+    use crate::store::fetch_all;
+    use sqlx::Row as _;
+    let mut tx = store.begin(workspace).await?;
+    let owners = fetch_all!(
+        &mut tx,
+        "SELECT owner FROM secret WHERE workspace_id = $1 AND name IN ($2, $3)",
+        [workspace, "dsn", FILE_URL],
+        |r| r.try_get::<String, _>(0)
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(owners
+        .iter()
+        .filter_map(|o| o.strip_prefix("source:"))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Every source's SQLite URL stored with [`put_file_url`], by source name.
+pub async fn file_urls(
+    store: &crate::store::Store,
+    workspace: &str,
+) -> Result<std::collections::BTreeMap<String, String>, crate::store::StoreError> {
+    use crate::store::fetch_all;
+    use sqlx::Row as _;
+    let mut tx = store.begin(workspace).await?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 AND key_id = $3 ORDER BY owner",
+        [workspace, FILE_URL, IN_THE_CLEAR],
+        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(owner, url)| {
+            let name = owner.strip_prefix("source:")?.to_string();
+            // Admit only what put_file_url writes, whatever else the row was changed to.
+            (crate::source::dialect_of(&url) == Some(crate::sql_guard::Dialect::Sqlite))
+                .then_some((name, url))
+        })
+        .collect())
 }
 
 /// The context a secret is sealed under: its workspace, owner and name, so a sealed value copied

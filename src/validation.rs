@@ -26,6 +26,14 @@ pub enum TriggerCheck {
         /// The missing variable.
         var: String,
     },
+    /// The trigger's source is not declared in the file (it may be stored in the control
+    /// plane), so only the offline checks ran.
+    Undeclared {
+        /// The trigger.
+        trigger: String,
+        /// The source.
+        source: String,
+    },
     /// The trigger's source could not be reached (reported once, on its first trigger).
     SourceUnavailable {
         /// The trigger.
@@ -55,6 +63,13 @@ pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<Tr
         let def = defs
             .source(&trigger.source)
             .expect("validated: every trigger's source exists");
+        if !def.declared {
+            out.push(TriggerCheck::Undeclared {
+                trigger: name,
+                source: def.name.clone(),
+            });
+            continue;
+        }
         if std::env::var(&def.dsn_env).map_or(true, |v| v.is_empty()) {
             out.push(TriggerCheck::NotChecked {
                 trigger: name,

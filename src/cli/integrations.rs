@@ -301,12 +301,21 @@ pub(crate) async fn test(
 /// `rowfire sources`: each source in force and where its DSN comes from.
 pub(crate) async fn sources(store: &Store) -> Result<ExitCode> {
     let (_, defs) = in_force(store).await?;
+    let files = secret::file_urls(store, WS).await?;
     for s in &defs.sources {
-        let stored = !secret::names(store, WS, &source_owner(&s.name))
+        let stored = secret::names(store, WS, &source_owner(&s.name))
             .await?
-            .is_empty();
+            .iter()
+            .any(|n| n == "dsn");
         let from = if stored {
             "stored DSN (encrypted)".to_string()
+        } else if files.contains_key(&s.name) {
+            "stored SQLite file URL (no credential, not encrypted)".to_string()
+        } else if !s.declared {
+            format!(
+                "not declared in the definitions and NOT STORED; `rowfire sources add {} --url-env VAR`",
+                s.name
+            )
         } else if std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty()) {
             format!("${} (set)", s.dsn_env)
         } else {
@@ -325,12 +334,25 @@ fn source_owner(name: &str) -> String {
 }
 
 /// `rowfire sources add NAME --url-env VAR`: stores a source's DSN encrypted.
+/// Without a master key, a SQLite file's URL (no credential) is stored as it is.
 pub(crate) async fn add_source(store: &Store, name: &str, url_env: &str) -> Result<ExitCode> {
-    let key = MasterKey::from_env()?;
     let dsn = secret_value(Some(url_env))?;
-    if rowfire::source::dialect_of(&dsn).is_none() {
+    let Some(dialect) = rowfire::source::dialect_of(&dsn) else {
         bail!("{url_env} does not hold a postgres:// or sqlite: URL");
-    }
+    };
+    let key = match MasterKey::from_env() {
+        Ok(key) => key,
+        Err(rowfire::secret::SecretError::MissingMasterKey)
+            if dialect == rowfire::sql_guard::Dialect::Sqlite =>
+        {
+            secret::put_file_url(store, WS, name, &dsn, Timestamp::now()).await?;
+            println!(
+                "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); workers read it at start"
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
     secret::put(
         store,
         &key,
@@ -351,11 +373,11 @@ pub(crate) async fn add_source(store: &Store, name: &str, url_env: &str) -> Resu
 /// The DSN resolver for workers: stored DSNs first, then environment variables. Without a master
 /// key, stored DSNs are skipped with a warning (environment variables still work).
 pub(crate) async fn dsn_resolver(store: &Store) -> Result<rowfire::poll::DsnResolver> {
-    let stored = match MasterKey::from_env() {
-        Ok(key) => secret::open_named(store, &key, WS, "source:", "dsn").await?,
+    let mut stored = secret::file_urls(store, WS).await?;
+    match MasterKey::from_env() {
+        Ok(key) => stored.extend(secret::open_named(store, &key, WS, "source:", "dsn").await?),
         Err(e) => {
             tracing::debug!(error = %e, "no master key: stored source DSNs are not read");
-            BTreeMap::new()
         }
     };
     Ok(rowfire::poll::stored_or_env_dsn(stored))

@@ -277,6 +277,15 @@ impl Cx {
                 triggers.push(t);
             }
         }
+        for t in &triggers {
+            if !sources.iter().any(|s| s.name == t.source) {
+                sources.push(SourceDef {
+                    declared: false,
+                    dsn_env: String::new(),
+                    ..default_source(&t.source)
+                });
+            }
+        }
         let mut rules = Vec::new();
         for (name, v) in self.named_entries(top.get("rules"), "rules") {
             if let Some(r) = self.rule(&name, v, &trigger_names, &integrations) {
@@ -342,8 +351,10 @@ impl Cx {
         let source = self
             .string(m, "source", &path, false)
             .unwrap_or_else(|| DEFAULT_SOURCE.to_string());
+        // A source the file does not declare may be stored in the control plane: not a problem
+        // here (see `Definitions::unresolved_sources`), as long as it is a name.
         let source_def = sources.iter().find(|s| s.name == source);
-        if source_def.is_none() {
+        if source_def.is_none() && !valid_name(&source) {
             let msg = unknown("source", &source, sources.iter().map(|s| s.name.as_str()));
             self.problem(format!("{path}.source"), msg);
         }
@@ -384,6 +395,7 @@ fn default_source(name: &str) -> SourceDef {
         dsn_env: "DATABASE_URL".to_string(),
         statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
         page_size: DEFAULT_PAGE_SIZE,
+        declared: true,
     }
 }
 

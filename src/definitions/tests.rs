@@ -162,10 +162,47 @@ fn version_is_required_and_must_be_2() {
 }
 
 #[test]
-fn a_trigger_naming_an_unknown_source_lists_the_known_ones() {
+fn a_trigger_on_an_undeclared_source_is_one_problem_for_its_rules_unless_the_source_is_stored() {
     let doc = GOOD.replace(
         "    lookback: 15m",
         "    lookback: 15m\n    source: warehouse",
+    );
+    let defs = parse(&doc).expect("an undeclared source does not block the file");
+    let warehouse = defs.source("warehouse").unwrap();
+    assert!(!warehouse.declared && warehouse.dsn_env.is_empty());
+    let p = defs.unresolved_sources(|_| false);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].path, "triggers.declined_charge.source");
+    for needle in [
+        "declare it under `sources:`",
+        "rowfire sources add warehouse --url-env VAR",
+        "declared sources: default",
+    ] {
+        assert!(p[0].message.contains(needle), "{}", p[0].message);
+    }
+    let rules: Vec<&str> = defs
+        .rules
+        .iter()
+        .filter(|r| r.trigger == "declined_charge")
+        .map(|r| r.name.as_str())
+        .collect();
+    assert!(!rules.is_empty());
+    assert!(
+        rules.iter().all(|r| p[0].message.contains(r)),
+        "{}",
+        p[0].message
+    );
+    assert!(
+        defs.unresolved_sources(|name| name == "warehouse")
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_trigger_source_that_is_not_a_name_is_refused_with_the_known_ones() {
+    let doc = GOOD.replace(
+        "    lookback: 15m",
+        "    lookback: 15m\n    source: \"ware house\"",
     );
     let p = parse(&doc).unwrap_err().0;
     assert_eq!(p[0].path, "triggers.declined_charge.source");

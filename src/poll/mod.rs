@@ -34,7 +34,13 @@ pub type DsnResolver = Arc<dyn Fn(&SourceDef) -> Option<String> + Send + Sync>;
 
 /// Reads DSNs from the environment variables the definitions name.
 pub fn env_dsn() -> DsnResolver {
-    Arc::new(|def: &SourceDef| std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty()))
+    Arc::new(|def: &SourceDef| {
+        // An undeclared source names no variable: only a stored DSN resolves it.
+        if def.dsn_env.is_empty() {
+            return None;
+        }
+        std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty())
+    })
 }
 
 /// Reads a source's DSN from those stored with `rowfire sources add` (by source name) and
@@ -492,12 +498,7 @@ impl Poller {
         if let Some(s) = cache.get(&key) {
             return Ok(s.clone());
         }
-        let dsn = (self.dsn)(def).ok_or_else(|| {
-            format!(
-                "source {}: the environment variable {} is not set",
-                def.name, def.dsn_env
-            )
-        })?;
+        let dsn = (self.dsn)(def).ok_or_else(|| def.missing_dsn())?;
         let source = Source::connect(def, &dsn)
             .await
             .map_err(|e| e.to_string())?;

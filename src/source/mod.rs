@@ -33,6 +33,14 @@ pub enum SourceError {
         /// The variable.
         var: String,
     },
+    /// The source is not declared in the definitions file, so no variable names its DSN.
+    #[error(
+        "source \"{name}\" is not declared in the definitions file; declare it under `sources:` with the environment variable that holds its DSN"
+    )]
+    Undeclared {
+        /// The source.
+        name: String,
+    },
     /// The DSN is not a URL Rowfire reads.
     #[error(
         "source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read"
@@ -154,6 +162,11 @@ pub fn dialect_of(dsn: &str) -> Option<Dialect> {
 impl Source {
     /// Connects to the source `def` describes, reading its DSN from the environment.
     pub async fn from_env(def: &SourceDef) -> Result<Source, SourceError> {
+        if !def.declared {
+            return Err(SourceError::Undeclared {
+                name: def.name.clone(),
+            });
+        }
         let dsn = std::env::var(&def.dsn_env)
             .ok()
             .filter(|v| !v.is_empty())

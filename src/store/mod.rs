@@ -2,6 +2,7 @@
 //! same tables on both. Opening, migrating, and the one place control-plane transactions begin,
 //! scoped to a workspace.
 
+mod clock_sync;
 mod time;
 pub mod workspace;
 

@@ -1,0 +1,66 @@
+//! Sources a trigger names without declaring them. Files written for the original Rowfire do
+//! this (sources there were saved connections): such a name is resolved to a source stored in
+//! the control plane (`rowfire sources add`), and when nothing resolves it only that trigger's
+//! rules wait, with the fix; the rest of the file validates, pushes and runs.
+
+use super::{Definitions, Problem, SourceDef};
+
+impl SourceDef {
+    /// What to say when this source's DSN cannot be found: the variable to set for a declared
+    /// source; for one the file does not declare, how to declare or store it.
+    pub fn missing_dsn(&self) -> String {
+        if self.declared {
+            format!(
+                "source {}: the environment variable {} is not set",
+                self.name, self.dsn_env
+            )
+        } else {
+            format!(
+                "source \"{name}\" is not declared in the definitions and not stored in the control plane; declare it under `sources:` or store it with `rowfire sources add {name} --url-env VAR`",
+                name = self.name
+            )
+        }
+    }
+}
+
+impl Definitions {
+    /// One problem per trigger whose source is not declared in the file and for which
+    /// `resolves(source name)` is false, naming the rules that cannot run until it is declared or
+    /// stored. Nothing else in the file is affected.
+    pub fn unresolved_sources(&self, resolves: impl Fn(&str) -> bool) -> Vec<Problem> {
+        let declared: Vec<&str> = self
+            .sources
+            .iter()
+            .filter(|s| s.declared)
+            .map(|s| s.name.as_str())
+            .collect();
+        self.triggers
+            .iter()
+            .filter_map(|t| {
+                let def = self.source(&t.source)?;
+                if def.declared || resolves(&def.name) {
+                    return None;
+                }
+                let rules: Vec<&str> = self
+                    .rules
+                    .iter()
+                    .filter(|r| r.trigger == t.name)
+                    .map(|r| r.name.as_str())
+                    .collect();
+                let waiting = match rules.as_slice() {
+                    [] => "no rule uses this trigger".to_string(),
+                    [one] => format!("rule {one} will not run until then"),
+                    many => format!("rules {} will not run until then", many.join(", ")),
+                };
+                Some(Problem {
+                    path: format!("triggers.{}.source", t.name),
+                    message: format!(
+                        "{}; {waiting} (declared sources: {})",
+                        def.missing_dsn(),
+                        declared.join(", ")
+                    ),
+                })
+            })
+            .collect()
+    }
+}
