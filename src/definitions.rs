@@ -21,6 +21,8 @@ pub const DEFAULT_LOOKBACK: SignedDuration = SignedDuration::from_mins(10);
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default page size per source query.
 pub const DEFAULT_PAGE_SIZE: usize = 10_000;
+/// Most names a source's `allow_functions` may list.
+pub const MAX_ALLOW_FUNCTIONS: usize = 100;
 
 /// A validated definitions document.
 #[derive(Debug, Clone)]
@@ -72,6 +74,9 @@ pub struct SourceDef {
     pub statement_timeout: Duration,
     /// Rows per page (`max_rows` in version 2 documents: Rowfire pages, never truncates).
     pub page_size: usize,
+    /// Functions beyond the guard's read-only list that triggers on this source may call
+    /// (`fn` or `schema.fn`), as written; the user owns the risk of each.
+    pub allow_functions: Vec<String>,
 }
 
 /// One read-only SELECT on a source, with the column that places rows in time and the key.
