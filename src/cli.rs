@@ -361,7 +361,11 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
         defs.triggers.len(),
         defs.rules.len()
     );
-    for source in defs.sources.iter().filter(|s| !s.allow_functions.is_empty()) {
+    for source in defs
+        .sources
+        .iter()
+        .filter(|s| !s.allow_functions.is_empty())
+    {
         println!(
             "  source {} admits extra functions: {}",
             source.name,

@@ -96,7 +96,9 @@ pub enum GuardError {
     )]
     Operator(String),
     /// A construct outside the read-only subset Rowfire checks (for example `PIVOT`).
-    #[error("the SQL uses {0}, which Rowfire does not check for this database; rewrite it with plain SELECT, joins and functions")]
+    #[error(
+        "the SQL uses {0}, which Rowfire does not check for this database; rewrite it with plain SELECT, joins and functions"
+    )]
     Construct(String),
     /// A placeholder other than `:since` and `:until`.
     #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
@@ -184,7 +186,12 @@ pub fn check_any_dialect_allowing(sql: &str, allow_functions: &[String]) -> Resu
     match check_allowing(sql, Dialect::Sqlite, allow_functions) {
         Ok(_) => Ok(()),
         // Report PostgreSQL's finding unless only PostgreSQL failed to read the SQL at all.
-        Err(sqlite) if matches!(postgres, GuardError::Parse { .. }) && !matches!(sqlite, GuardError::Parse { .. }) => Err(sqlite),
+        Err(sqlite)
+            if matches!(postgres, GuardError::Parse { .. })
+                && !matches!(sqlite, GuardError::Parse { .. }) =>
+        {
+            Err(sqlite)
+        }
         Err(_) => Err(postgres),
     }
 }
@@ -443,3 +450,6 @@ pub use render::{
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod allowlist_tests;

@@ -243,9 +243,11 @@ impl Source {
     /// Checks a trigger's SQL in this source's dialect, admitting the functions the source
     /// opted in to (`allow_functions`).
     pub fn check(&self, trigger: &str, sql: &str) -> Result<CheckedQuery, SourceError> {
-        sql_guard::check_allowing(sql, self.dialect, &self.allow_functions).map_err(|error| SourceError::Guard {
-            trigger: trigger.to_string(),
-            error,
+        sql_guard::check_allowing(sql, self.dialect, &self.allow_functions).map_err(|error| {
+            SourceError::Guard {
+                trigger: trigger.to_string(),
+                error,
+            }
         })
     }
 

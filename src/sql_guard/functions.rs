@@ -361,11 +361,7 @@ const PG_CONDITIONAL: &[&str] = &[
 ];
 
 /// Row generators: set-returning functions whose rows come from their arguments alone.
-const PG_ROWS: &[&str] = &[
-    "generate_series",
-    "generate_subscripts",
-    "unnest",
-];
+const PG_ROWS: &[&str] = &["generate_series", "generate_subscripts", "unnest"];
 
 /// Session facts and randomness: who the query runs as, and random values from the session's
 /// generator (seeding it, `setseed`, is not here). Reading a setting changes nothing and the
@@ -432,35 +428,9 @@ const SQLITE_CORE: &[&str] = &[
 
 /// Math functions: arithmetic on the arguments alone.
 const SQLITE_MATH: &[&str] = &[
-    "acos",
-    "acosh",
-    "asin",
-    "asinh",
-    "atan",
-    "atan2",
-    "atanh",
-    "ceil",
-    "ceiling",
-    "cos",
-    "cosh",
-    "degrees",
-    "exp",
-    "floor",
-    "ln",
-    "log",
-    "log10",
-    "log2",
-    "mod",
-    "pi",
-    "pow",
-    "power",
-    "radians",
-    "sin",
-    "sinh",
-    "sqrt",
-    "tan",
-    "tanh",
-    "trunc",
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "ceiling", "cos", "cosh",
+    "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow", "power",
+    "radians", "sin", "sinh", "sqrt", "tan", "tanh", "trunc",
 ];
 
 /// Date and time: arithmetic and formatting on values and the statement's time.
@@ -539,9 +509,7 @@ const SQLITE_WINDOW: &[&str] = &[
 ];
 
 /// Row generators: rows from the arguments alone.
-const SQLITE_ROWS: &[&str] = &[
-    "generate_series",
-];
+const SQLITE_ROWS: &[&str] = &["generate_series"];
 
 /// The groups of built-in functions a trigger's SQL may call in `dialect`, each sorted.
 pub(crate) fn allowlist(dialect: Dialect) -> &'static [&'static [&'static str]] {
