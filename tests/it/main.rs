@@ -8,6 +8,7 @@ mod chaos;
 mod cli;
 mod control_plane;
 mod guard_fuzz;
+mod guard_pg;
 mod pace;
 mod paging;
 mod poller;
