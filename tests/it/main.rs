@@ -7,6 +7,7 @@ mod backtests;
 mod chaos;
 mod cli;
 mod control_plane;
+mod guard_cli;
 mod guard_fuzz;
 mod guard_pg;
 mod pace;
