@@ -560,10 +560,8 @@ fn allow_functions_in_the_definitions_opt_a_source_in() {
         vec!["set_config".to_string(), "my_schema.fn".to_string()]
     );
     // Named sources too, with the engine not declared.
-    let named = format!(
-        "version: 2\nsources:\n  app:\n    allow_functions: [readfile]\ntriggers:\n  t:\n    source: app\n    sql: \"SELECT id, at, readfile('x') FROM t\"\n    event_time: at\n    key: id\n"
-    );
-    crate::definitions::parse(&named).unwrap();
+    let named = "version: 2\nsources:\n  app:\n    allow_functions: [readfile]\ntriggers:\n  t:\n    source: app\n    sql: \"SELECT id, at, readfile('x') FROM t\"\n    event_time: at\n    key: id\n";
+    crate::definitions::parse(named).unwrap();
 }
 
 #[test]

@@ -210,7 +210,7 @@ impl Gen<'_> {
         }
     }
 
-    fn from_item(&mut self, depth: usize) -> String {
+    fn relation(&mut self, depth: usize) -> String {
         if depth > 4 {
             return "t".into();
         }
@@ -248,7 +248,7 @@ impl Gen<'_> {
             "SELECT {}, {} FROM {}",
             self.expr(depth + 1),
             self.expr(depth + 1),
-            self.from_item(depth + 1)
+            self.relation(depth + 1)
         );
         if self.pick(2) == 0 {
             q.push_str(&format!(" WHERE {}", self.expr(depth + 1)));
