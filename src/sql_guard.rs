@@ -1,6 +1,7 @@
 //! The SQL guard: a trigger's SQL is parsed in its source's dialect, refused unless it is one
-//! read-only query, and re-rendered from the checked syntax tree inside Rowfire's own window
-//! and keyset-paging wrapper. The original string never runs.
+//! read-only query that calls only functions known to read nothing but their arguments (see
+//! `sql_guard/functions.rs`; a source may opt in to more), and re-rendered from the checked syntax tree
+//! inside Rowfire's own window and keyset-paging wrapper. The original string never runs.
 
 use std::fmt;
 use std::ops::ControlFlow;
