@@ -358,6 +358,40 @@ fn names_are_matched_as_the_database_resolves_them() {
 }
 
 #[test]
+fn a_refused_call_inside_the_arguments_of_an_admitted_one_is_refused() {
+    for sql in [
+        "SELECT * FROM generate_series(1, length(pg_read_file('/etc/passwd'))) AS g",
+        "SELECT * FROM t, LATERAL unnest(ARRAY[pg_ls_dir('/')]) AS u",
+        "SELECT * FROM t CROSS JOIN LATERAL jsonb_array_elements(to_jsonb(pg_read_file('/x'))) AS j",
+        "SELECT * FROM t JOIN u USING (id) WHERE coalesce(t.a, pg_read_file('/x')) IS NULL",
+        "SELECT DISTINCT ON (pg_read_file('/x')) id FROM t",
+        "SELECT max(id) FILTER (WHERE name = pg_read_file('/x')) FROM t",
+        "SELECT sum(id) OVER (ORDER BY at ROWS BETWEEN length(pg_read_file('/x')) PRECEDING AND CURRENT ROW) FROM t",
+    ] {
+        let err = refuse(sql, Dialect::Postgres);
+        assert!(
+            matches!(&err, GuardError::Function(n) if n == "pg_read_file" || n == "pg_ls_dir"),
+            "{sql}: {err:?}"
+        );
+    }
+    refuses_call(
+        "SELECT * FROM json_each(readfile('/etc/passwd'))",
+        Dialect::Sqlite,
+        "readfile",
+    );
+}
+
+#[test]
+fn a_refused_name_is_shown_escaped_and_bounded() {
+    let long = "x".repeat(5000);
+    let err = refuse(&format!("SELECT \"{long}\"(1)"), Dialect::Postgres).to_string();
+    assert!(err.len() < 400, "{err}");
+    let err = refuse("SELECT \"evil\u{1b}[31m\"(1)", Dialect::Postgres).to_string();
+    assert!(!err.contains('\u{1b}'), "{err}");
+    assert!(err.contains("evil\\u{1b}[31m"), "{err}");
+}
+
+#[test]
 fn the_refusal_names_the_function_and_the_fix() {
     let err = refuse(
         "SELECT * FROM t, pg_read_file('/etc/passwd') AS f(x)",

@@ -543,19 +543,37 @@ pub(crate) fn normalise(dialect: Dialect, parts: &[(String, bool)]) -> Vec<Strin
     out
 }
 
-/// Shows a normalised name: parts joined by `.`, a part that is not a plain identifier quoted.
+/// Shows a normalised name: parts joined by `.`, a part that is not a plain identifier quoted,
+/// control characters escaped, and a very long name cut (it is echoed in an error).
 pub(crate) fn display(parts: &[String]) -> String {
-    parts
+    const SHOWN: usize = 120;
+    let text = parts
         .iter()
         .map(|p| {
             if is_identifier(p) && p.bytes().all(|b| !b.is_ascii_uppercase()) {
                 p.clone()
             } else {
-                format!("\"{}\"", p.replace('"', "\"\""))
+                let escaped: String = p
+                    .chars()
+                    .flat_map(|c| {
+                        if c.is_control() {
+                            c.escape_unicode().collect::<Vec<_>>()
+                        } else if c == '"' {
+                            vec!['"', '"']
+                        } else {
+                            vec![c]
+                        }
+                    })
+                    .collect();
+                format!("\"{escaped}\"")
             }
         })
         .collect::<Vec<_>>()
-        .join(".")
+        .join(".");
+    match text.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// Longest part of a name listed in `allow_functions` (PostgreSQL's identifier limit).
