@@ -288,3 +288,59 @@ async fn no_refused_shape_changes_anything_on_a_postgres_source_with_dblink_as_s
     .execute(&mut admin)
     .await;
 }
+
+/// A customer's own function is refused until the source opts in to it; then the backtest reads it.
+#[tokio::test]
+async fn a_sources_own_function_runs_once_the_source_opts_in_to_it() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let mut admin = pg.admin().await;
+    let start = now() - SignedDuration::from_hours(24 * 5);
+    for sql in [
+        "CREATE SCHEMA app".to_string(),
+        "CREATE FUNCTION app.score(i int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT i * 2'"
+            .into(),
+        "CREATE TABLE t (id int PRIMARY KEY, at timestamptz NOT NULL, name text NOT NULL)".into(),
+        format!(
+            "INSERT INTO t SELECT i, '{start}'::timestamptz + i * interval '1 hour', 'row ' || i FROM generate_series(1, 20) AS i"
+        ),
+    ] {
+        sqlx::raw_sql(AssertSqlSafe(sql.clone()))
+            .execute(&mut admin)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let sql = "SELECT t.id, t.at, app.score(t.id) AS score FROM t WHERE app.score(t.id) > 10";
+    let opts = Options {
+        days: 30,
+        sample: 3,
+        now: now(),
+    };
+    let problems = definitions::parse(&definitions_text(sql))
+        .unwrap_err()
+        .to_string();
+    assert!(problems.contains("app.score()"), "{problems}");
+    let with = definitions_text(sql).replace(
+        "  statement_timeout_ms: 5000\n",
+        "  statement_timeout_ms: 5000\n  allow_functions: [app.score]\n",
+    );
+    let defs = definitions::parse(&with).unwrap();
+    let source = Source::connect(defs.source("default").unwrap(), &pg.url)
+        .await
+        .unwrap();
+    let report = backtest::run(&defs, "r", &source, &opts).await.unwrap();
+    assert_eq!(report.rows_matched, 15, "{report:?}");
+    // The same definitions without the opt-in, as a source sees them: refused by the guard.
+    let mut bare = defs.clone();
+    bare.sources[0].allow_functions.clear();
+    let source = Source::connect(bare.source("default").unwrap(), &pg.url)
+        .await
+        .unwrap();
+    match backtest::run(&bare, "r", &source, &opts).await {
+        Err(BacktestError::Source(SourceError::Guard { error, .. })) => {
+            assert_eq!(error, GuardError::Function("app.score".into()))
+        }
+        other => panic!("not refused by the guard: {other:?}"),
+    }
+}
