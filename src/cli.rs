@@ -404,6 +404,17 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
             println!("  {}: {}", p.path, p.message);
         }
     }
+    for source in defs
+        .sources
+        .iter()
+        .filter(|s| !s.allow_functions.is_empty())
+    {
+        println!(
+            "  source {} admits extra functions: {}",
+            source.name,
+            source.allow_functions.join(", ")
+        );
+    }
     let mut failed = false;
     for check in validation::check_against_sources(&defs, Timestamp::now()).await {
         match check {
@@ -481,8 +492,8 @@ pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Resul
     let dialect = def.kind.or(from_env).ok_or_else(|| {
         anyhow!("source {} declares no `type` and {} is not set; set one so Rowfire knows the SQL dialect", def.name, def.dsn_env)
     })?;
-    let query =
-        sql_guard::check(&trigger.sql, dialect).map_err(|e| anyhow!("trigger {name}: {e}"))?;
+    let query = sql_guard::check_allowing(&trigger.sql, dialect, &def.allow_functions)
+        .map_err(|e| anyhow!("trigger {name}: {e}"))?;
     let now = clock.now();
     let Some(since) = now
         .checked_sub(SignedDuration::from_hours(24 * i64::from(days)))

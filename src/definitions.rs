@@ -21,6 +21,8 @@ pub const DEFAULT_LOOKBACK: SignedDuration = SignedDuration::from_mins(10);
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default page size per source query.
 pub const DEFAULT_PAGE_SIZE: usize = 10_000;
+/// Most names a source's `allow_functions` may list.
+pub const MAX_ALLOW_FUNCTIONS: usize = 100;
 
 /// A validated definitions document.
 #[derive(Debug, Clone)]
@@ -75,6 +77,9 @@ pub struct SourceDef {
     /// False for a source a trigger names but the file does not declare: its DSN can only come
     /// from the control plane (`rowfire sources add`), and `dsn_env` is empty.
     pub declared: bool,
+    /// Functions beyond the guard's read-only list that triggers on this source may call
+    /// (`fn` or `schema.fn`), as written; the user owns the risk of each.
+    pub allow_functions: Vec<String>,
 }
 
 /// One read-only SELECT on a source, with the column that places rows in time and the key.

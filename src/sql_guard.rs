@@ -1,11 +1,15 @@
 //! The SQL guard: a trigger's SQL is parsed in its source's dialect, refused unless it is one
-//! read-only query, and re-rendered from the checked syntax tree inside Rowfire's own window
-//! and keyset-paging wrapper. The original string never runs.
+//! read-only query that calls only functions known to read nothing but their arguments (see
+//! `sql_guard/functions.rs`; a source may opt in to more), and re-rendered from the checked syntax tree
+//! inside Rowfire's own window and keyset-paging wrapper. The original string never runs.
 
 use std::fmt;
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{Expr, Query, Select, Statement, Value as SqlValue, Visit, Visitor};
+use sqlparser::ast::{
+    BinaryOperator, Expr, ObjectName, ObjectNamePart, Query, Select, Statement, TableFactor,
+    Value as SqlValue, Visit, Visitor,
+};
 use sqlparser::dialect::{Dialect as SqlDialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 
@@ -81,11 +85,22 @@ pub enum GuardError {
         "the SQL is too deeply nested to check; simplify it (for example, use IN (…) instead of a long OR chain)"
     )]
     TooComplex,
-    /// A function with effects outside a read-only query.
+    /// A function that is not on the dialect's list of read-only functions and that the source
+    /// did not opt in to. Holds the name as the database resolves it.
     #[error(
-        "the SQL calls {0}(), which acts outside a read-only query (another session, a lock, a file, a setting or a notification); remove it"
+        "the SQL calls {0}(), which is not on Rowfire's list of read-only functions; if it only reads its arguments, add it to the source's `allow_functions`"
     )]
     Function(String),
+    /// An operator Rowfire does not know to be built in (it may call any function).
+    #[error(
+        "the SQL uses the operator {0}, which is not one of the database's built-in operators Rowfire knows; write the function it stands for instead, and allow that function"
+    )]
+    Operator(String),
+    /// A construct outside the read-only subset Rowfire checks (for example `PIVOT`).
+    #[error(
+        "the SQL uses {0}, which Rowfire does not check for this database; rewrite it with plain SELECT, joins and functions"
+    )]
+    Construct(String),
     /// A placeholder other than `:since` and `:until`.
     #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
     Placeholder(String),
@@ -124,12 +139,27 @@ fn on_big_stack<T: Send + 'static>(
         .unwrap_or(Err(GuardError::TooComplex))
 }
 
-/// Parses `sql` in `dialect` and refuses anything but one read-only query.
+/// Parses `sql` in `dialect` and refuses anything but one read-only query that calls only the
+/// dialect's read-only functions.
 pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
+    check_allowing(sql, dialect, &[])
+}
+
+/// Like [`check`], also admitting calls to the functions a source opted in to
+/// (`allow_functions`: `fn` or `schema.fn`). Names that are not identifiers admit nothing.
+pub fn check_allowing(
+    sql: &str,
+    dialect: Dialect,
+    allow_functions: &[String],
+) -> Result<CheckedQuery, GuardError> {
     if sql.len() > MAX_SQL_BYTES {
         return Err(GuardError::TooLong(sql.len()));
     }
     let sql = sql.to_string();
+    let extra: Vec<Vec<String>> = allow_functions
+        .iter()
+        .filter_map(|name| functions::parse_allowed_name(dialect, name))
+        .collect();
     on_big_stack(move || {
         let parser_dialect = dialect.parser_dialect();
         let statements =
@@ -137,7 +167,7 @@ pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
                 dialect,
                 message: e.to_string(),
             })?;
-        inspect_statements(statements, dialect)
+        inspect_statements(statements, dialect, extra)
     })
 }
 
@@ -145,20 +175,38 @@ pub fn check(sql: &str, dialect: Dialect) -> Result<CheckedQuery, GuardError> {
 /// it is one read-only query in any supported dialect. The real dialect is checked again when the
 /// source is connected.
 pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
-    match check(sql, Dialect::Postgres) {
+    check_any_dialect_allowing(sql, &[])
+}
+
+/// Like [`check_any_dialect`], with the source's `allow_functions`.
+pub fn check_any_dialect_allowing(sql: &str, allow_functions: &[String]) -> Result<(), GuardError> {
+    let postgres = match check_allowing(sql, Dialect::Postgres, allow_functions) {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    match check_allowing(sql, Dialect::Sqlite, allow_functions) {
         Ok(_) => Ok(()),
-        Err(postgres @ GuardError::Parse { .. }) => match check(sql, Dialect::Sqlite) {
-            Ok(_) => Ok(()),
-            Err(GuardError::Parse { .. }) => Err(postgres),
-            Err(refused) => Err(refused),
-        },
-        Err(refused) => Err(refused),
+        // Report PostgreSQL's finding unless only PostgreSQL failed to read the SQL at all.
+        Err(sqlite)
+            if matches!(postgres, GuardError::Parse { .. })
+                && !matches!(sqlite, GuardError::Parse { .. }) =>
+        {
+            Err(sqlite)
+        }
+        Err(_) => Err(postgres),
     }
+}
+
+/// Whether a source's `allow_functions` entry is a function name Rowfire can match: `fn` or
+/// `schema.fn`, each part an identifier of at most 63 bytes.
+pub fn is_allowable_function_name(name: &str) -> bool {
+    functions::parse_allowed_name(Dialect::Postgres, name).is_some()
 }
 
 fn inspect_statements(
     statements: Vec<Statement>,
     dialect: Dialect,
+    extra: Vec<Vec<String>>,
 ) -> Result<CheckedQuery, GuardError> {
     let statement = match statements.len() {
         0 => return Err(GuardError::Empty),
@@ -168,7 +216,12 @@ fn inspect_statements(
     let Statement::Query(query) = statement else {
         return Err(GuardError::NotAQuery(statement_kind(&statement)));
     };
-    let mut inspector = Inspector::default();
+    let mut inspector = Inspector {
+        dialect,
+        extra,
+        since: false,
+        until: false,
+    };
     if let ControlFlow::Break(err) = query.visit(&mut inspector) {
         return Err(err);
     }
@@ -200,10 +253,50 @@ fn statement_kind(statement: &Statement) -> String {
     }
 }
 
-#[derive(Default)]
 struct Inspector {
+    dialect: Dialect,
+    /// Functions the source opted in to, normalised.
+    extra: Vec<Vec<String>>,
     since: bool,
     until: bool,
+}
+
+impl Inspector {
+    /// Refuses a call to `name` unless it is admitted in this dialect or by the source.
+    fn function(&self, name: &ObjectName) -> ControlFlow<GuardError> {
+        let mut parts = Vec::with_capacity(name.0.len());
+        for part in &name.0 {
+            match part {
+                ObjectNamePart::Identifier(ident) => {
+                    parts.push((ident.value.clone(), ident.quote_style.is_some()))
+                }
+                // A name computed by a function (`IDENTIFIER(…)`) cannot be checked.
+                ObjectNamePart::Function(_) => {
+                    return ControlFlow::Break(GuardError::Function(name.to_string()));
+                }
+            }
+        }
+        let normalised = functions::normalise(self.dialect, &parts);
+        if functions::admitted(self.dialect, &normalised, &self.extra) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(GuardError::Function(functions::display(&normalised)))
+        }
+    }
+
+    /// Refuses operators that are not built in: a custom operator may stand for any function.
+    fn operator(op: &BinaryOperator) -> ControlFlow<GuardError> {
+        match op {
+            BinaryOperator::Custom(_) | BinaryOperator::PGCustomBinaryOperator(_) => {
+                ControlFlow::Break(GuardError::Operator(op.to_string()))
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+}
+
+fn construct(what: &str) -> ControlFlow<GuardError> {
+    ControlFlow::Break(GuardError::Construct(what.to_string()))
 }
 
 impl Visitor for Inspector {
@@ -227,67 +320,130 @@ impl Visitor for Inspector {
         ControlFlow::Continue(())
     }
 
+    /// Every relation in `FROM`: a plain table or a subquery passes (the subquery is walked),
+    /// a function used as a table is checked like any other call, and constructs Rowfire does
+    /// not check are refused. The match names every kind, so a new one must be judged here.
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<GuardError> {
+        match factor {
+            TableFactor::Table { args: None, .. } => ControlFlow::Continue(()),
+            TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            }
+            | TableFactor::Function { name, .. } => self.function(name),
+            TableFactor::UNNEST { .. } => self.named_function("unnest"),
+            TableFactor::JsonTable { .. } => self.named_function("json_table"),
+            TableFactor::XmlTable { .. } => self.named_function("xmltable"),
+            TableFactor::Derived { .. }
+            | TableFactor::NestedJoin { .. }
+            | TableFactor::TableFunction { .. } => ControlFlow::Continue(()),
+            TableFactor::OpenJsonTable { .. } => construct("OPENJSON"),
+            TableFactor::Pivot { .. } => construct("PIVOT"),
+            TableFactor::Unpivot { .. } | TableFactor::UnpivotExpr { .. } => construct("UNPIVOT"),
+            TableFactor::MatchRecognize { .. } => construct("MATCH_RECOGNIZE"),
+            TableFactor::SemanticView { .. } => construct("SEMANTIC_VIEW"),
+        }
+    }
+
+    /// Every expression: calls are checked against the allowlist, operators must be built in,
+    /// placeholders must be `:since`/`:until`, and expression kinds from other dialects are
+    /// refused. The match names every kind, so a new one must be judged here.
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
-        if let Expr::Function(f) = expr {
-            let name = f
-                .name
-                .0
-                .last()
-                .map(|part| part.to_string().trim_matches('"').to_lowercase())
-                .unwrap_or_default();
-            if is_denied_function(&name) {
-                return ControlFlow::Break(GuardError::Function(name));
+        match expr {
+            Expr::Function(f) => self.function(&f.name),
+            Expr::BinaryOp { op, .. } => Self::operator(op),
+            Expr::AnyOp { compare_op, .. } | Expr::AllOp { compare_op, .. } => {
+                Self::operator(compare_op)
             }
+            Expr::Value(v) => match &v.value {
+                SqlValue::Placeholder(name) => match name.as_str() {
+                    ":since" => {
+                        self.since = true;
+                        ControlFlow::Continue(())
+                    }
+                    ":until" => {
+                        self.until = true;
+                        ControlFlow::Continue(())
+                    }
+                    other => ControlFlow::Break(GuardError::Placeholder(other.to_string())),
+                },
+                _ => ControlFlow::Continue(()),
+            },
+            Expr::Identifier(_)
+            | Expr::CompoundIdentifier(_)
+            | Expr::CompoundFieldAccess { .. }
+            | Expr::JsonAccess { .. }
+            | Expr::IsFalse(_)
+            | Expr::IsNotFalse(_)
+            | Expr::IsTrue(_)
+            | Expr::IsNotTrue(_)
+            | Expr::IsNull(_)
+            | Expr::IsNotNull(_)
+            | Expr::IsUnknown(_)
+            | Expr::IsNotUnknown(_)
+            | Expr::IsDistinctFrom(..)
+            | Expr::IsNotDistinctFrom(..)
+            | Expr::IsJson { .. }
+            | Expr::IsNormalized { .. }
+            | Expr::In { .. }
+            | Expr::Between { .. }
+            | Expr::Like { .. }
+            | Expr::ILike { .. }
+            | Expr::SimilarTo { .. }
+            | Expr::RLike { .. }
+            | Expr::UnaryOp { .. }
+            | Expr::Convert { .. }
+            | Expr::Cast { .. }
+            | Expr::AtTimeZone { .. }
+            | Expr::Extract { .. }
+            | Expr::Ceil { .. }
+            | Expr::Floor { .. }
+            | Expr::Position { .. }
+            | Expr::Substring { .. }
+            | Expr::Trim { .. }
+            | Expr::Overlay { .. }
+            | Expr::Collate { .. }
+            | Expr::Nested(_)
+            | Expr::TypedString(_)
+            | Expr::Case { .. }
+            | Expr::Exists { .. }
+            | Expr::Subquery(_)
+            | Expr::GroupingSets(_)
+            | Expr::Cube(_)
+            | Expr::Rollup(_)
+            | Expr::Tuple(_)
+            | Expr::Array(_)
+            | Expr::Interval(_)
+            | Expr::Wildcard(_)
+            | Expr::QualifiedWildcard(..) => ControlFlow::Continue(()),
+            Expr::Prefixed { .. } => construct("a character set introducer"),
+            Expr::Struct { .. } | Expr::Named { .. } => construct("STRUCT"),
+            Expr::Dictionary(_) | Expr::Map(_) => construct("a map literal"),
+            Expr::MatchAgainst { .. } => construct("MATCH … AGAINST"),
+            Expr::OuterJoin(_) => construct("the (+) outer join"),
+            Expr::Prior(_) => construct("PRIOR"),
+            Expr::Lambda(_) => construct("a lambda"),
+            Expr::MemberOf(_) => construct("MEMBER OF"),
         }
-        if let Expr::Value(v) = expr
-            && let SqlValue::Placeholder(name) = &v.value
-        {
-            match name.as_str() {
-                ":since" => self.since = true,
-                ":until" => self.until = true,
-                other => return ControlFlow::Break(GuardError::Placeholder(other.to_string())),
-            }
-        }
-        ControlFlow::Continue(())
     }
 }
 
-/// Functions that act outside the read-only query that calls them: through another session
-/// (dblink), on other sessions, with locks that outlive the transaction, on files, on settings,
-/// or by notifying listeners. A read-only session does not stop these, so the guard does.
-fn is_denied_function(name: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "pg_terminate_backend",
-        "pg_cancel_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile",
-        "pg_promote",
-        "pg_switch_wal",
-        "pg_create_restore_point",
-        "pg_notify",
-        "set_config",
-        "pg_read_file",
-        "pg_read_binary_file",
-        "pg_ls_dir",
-        "pg_stat_file",
-        "pg_file_write",
-        "pg_logical_emit_message",
-        "load_extension",
-        "writefile",
-        "readfile",
-    ];
-    const PREFIXES: &[&str] = &[
-        "dblink",
-        "pg_advisory_",
-        "pg_try_advisory_",
-        "lo_",
-        "pg_replication_origin_",
-    ];
-    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+impl Inspector {
+    fn named_function(&self, name: &str) -> ControlFlow<GuardError> {
+        let parts = vec![name.to_string()];
+        if functions::admitted(self.dialect, &parts, &self.extra) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(GuardError::Function(name.to_string()))
+        }
+    }
 }
 
+mod functions;
 mod render;
 
+pub use functions::{MAX_NAME_PART, is_allowlisted};
 pub use render::{
     Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, Shape, Slice, Window,
     sqlite_clock_text,
@@ -295,3 +451,6 @@ pub use render::{
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod allowlist_tests;

@@ -32,7 +32,13 @@ const INTEGRATION_KEYS: &[&str] = &[
     "actions",
 ];
 const BINDING_KEYS: &[&str] = &["action", "params", "recipient"];
-const SOURCE_KEYS: &[&str] = &["type", "dsn_env", "statement_timeout_ms", "max_rows"];
+const SOURCE_KEYS: &[&str] = &[
+    "type",
+    "dsn_env",
+    "statement_timeout_ms",
+    "max_rows",
+    "allow_functions",
+];
 const TRIGGER_KEYS: &[&str] = &[
     "description",
     "source",
@@ -342,7 +348,56 @@ impl Cx {
         if let Some(rows) = self.positive(m, "max_rows", path) {
             def.page_size = rows as usize;
         }
+        def.allow_functions = self.allow_functions(m, path);
         def
+    }
+
+    /// A source's `allow_functions`: at most [`MAX_ALLOW_FUNCTIONS`] names, each `fn` or
+    /// `schema.fn` made of identifiers.
+    fn allow_functions(&mut self, m: &Mapping, path: &str) -> Vec<String> {
+        let p = format!("{path}.allow_functions");
+        let items = match m.get("allow_functions") {
+            None | Some(Yaml::Null) => return Vec::new(),
+            Some(Yaml::Sequence(items)) => items,
+            Some(other) => {
+                self.problem(
+                    p,
+                    format!(
+                        "expected a list of function names such as [my_schema.my_fn], found {}",
+                        yaml_text(other)
+                    ),
+                );
+                return Vec::new();
+            }
+        };
+        if items.len() > MAX_ALLOW_FUNCTIONS {
+            self.problem(
+                p,
+                format!(
+                    "lists {} functions; at most {MAX_ALLOW_FUNCTIONS} may be allowed per source",
+                    items.len()
+                ),
+            );
+            return Vec::new();
+        }
+        let mut names = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item.as_str() {
+                Some(name) if sql_guard::is_allowable_function_name(name) => {
+                    if !names.iter().any(|n: &String| n.eq_ignore_ascii_case(name)) {
+                        names.push(name.to_string());
+                    }
+                }
+                _ => self.problem(
+                    format!("{p}[{i}]"),
+                    format!(
+                        "expected a function name, `fn` or `schema.fn` (letters, digits, '_', '$', at most {} characters per part)",
+                        sql_guard::MAX_NAME_PART
+                    ),
+                ),
+            }
+        }
+        names
     }
 
     fn trigger(&mut self, name: &str, v: &Yaml, sources: &[SourceDef]) -> Option<Trigger> {
@@ -360,9 +415,10 @@ impl Cx {
         }
         let sql = self.string(m, "sql", &path, true);
         if let Some(sql) = &sql {
+            let allow = source_def.map_or(&[][..], |s| &s.allow_functions[..]);
             let checked = match source_def.and_then(|s| s.kind) {
-                Some(dialect) => sql_guard::check(sql, dialect).map(|_| ()),
-                None => sql_guard::check_any_dialect(sql),
+                Some(dialect) => sql_guard::check_allowing(sql, dialect, allow).map(|_| ()),
+                None => sql_guard::check_any_dialect_allowing(sql, allow),
             };
             if let Err(e) = checked {
                 self.problem(format!("{path}.sql"), e.to_string());
@@ -396,6 +452,7 @@ fn default_source(name: &str) -> SourceDef {
         statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
         page_size: DEFAULT_PAGE_SIZE,
         declared: true,
+        allow_functions: Vec::new(),
     }
 }
 

@@ -140,6 +140,7 @@ pub struct Source {
     shown: String,
     timeout: Duration,
     page_size: usize,
+    allow_functions: Vec<String>,
     pool: Pool,
 }
 
@@ -227,6 +228,7 @@ impl Source {
             shown,
             timeout: def.statement_timeout,
             page_size: def.page_size,
+            allow_functions: def.allow_functions.clone(),
             pool,
         })
     }
@@ -251,11 +253,14 @@ impl Source {
         self.page_size
     }
 
-    /// Checks a trigger's SQL in this source's dialect.
+    /// Checks a trigger's SQL in this source's dialect, admitting the functions the source
+    /// opted in to (`allow_functions`).
     pub fn check(&self, trigger: &str, sql: &str) -> Result<CheckedQuery, SourceError> {
-        sql_guard::check(sql, self.dialect).map_err(|error| SourceError::Guard {
-            trigger: trigger.to_string(),
-            error,
+        sql_guard::check_allowing(sql, self.dialect, &self.allow_functions).map_err(|error| {
+            SourceError::Guard {
+                trigger: trigger.to_string(),
+                error,
+            }
         })
     }
 
