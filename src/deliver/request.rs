@@ -27,12 +27,10 @@ pub fn secret_strings(
     secrets
 }
 
-/// `text` with every secret of four or more characters replaced.
+/// `text` with every secret of four or more characters replaced, in every common encoding an
+/// echo takes (see [`super::redact`]).
 pub fn redact(text: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .filter(|v| v.len() >= 4)
-        .fold(text.to_string(), |t, v| t.replace(v.as_str(), "[redacted]"))
+    super::redact::redact(text, secrets)
 }
 
 /// Builds the request for one delivery: its stored method, URL, headers and body, plus what is
@@ -102,9 +100,9 @@ pub fn outbound(
 /// Why an action could not be tried.
 #[derive(Debug, thiserror::Error)]
 pub enum TryError {
-    /// The binding does not render against the sample row.
+    /// The binding does not render against the sample row into a request safe to send.
     #[error(transparent)]
-    Template(#[from] crate::template::TemplateError),
+    Render(#[from] super::RenderError),
     /// The credentials could not be opened.
     #[error(transparent)]
     Secret(#[from] crate::secret::StoredSecretError),
@@ -215,7 +213,10 @@ pub async fn try_action(
     })
 }
 
-/// An answer with every secret redacted, before anything reads, records or prints it.
+/// An answer with every secret redacted, before anything reads, records or prints it; then its
+/// body is cut to [`super::client::RESPONSE_READ`] bytes (the client reads a little more, so that
+/// a secret the cut would split is seen whole), and a secret's beginning left at the cut is
+/// hidden too.
 pub fn redact_result(
     result: super::outcome::AttemptResult,
     secrets: &[String],
@@ -229,7 +230,7 @@ pub fn redact_result(
         } => AttemptResult::Response {
             status,
             retry_after,
-            body: redact(&body, secrets),
+            body: super::redact::redact_and_cut(&body, super::client::RESPONSE_READ, secrets),
         },
         AttemptResult::Network(e) => AttemptResult::Network(redact(&e, secrets)),
         AttemptResult::Invalid(e) => AttemptResult::Invalid(redact(&e, secrets)),
