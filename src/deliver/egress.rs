@@ -192,7 +192,9 @@ impl Policy {
         }
         let net = |range: &str| range.parse::<IpNet>().expect("built-in ranges parse");
         for (range, kind) in REFUSED {
-            if net(range).contains(&addr) && !(*kind == "IETF protocol assignments" && net(TEREDO).contains(&addr)) {
+            if net(range).contains(&addr)
+                && !(*kind == "IETF protocol assignments" && net(TEREDO).contains(&addr))
+            {
                 return Err(Refused::Range { addr, kind });
             }
         }
@@ -312,16 +314,36 @@ mod tests {
         for (addr, form, inner, kind) in [
             ("::127.0.0.1", "IPv4-compatible", "127.0.0.1", "loopback"),
             ("::10.1.2.3", "IPv4-compatible", "10.1.2.3", "private"),
-            ("::ffff:0:7f00:1", "IPv4-translated", "127.0.0.1", "loopback"),
-            ("::ffff:0:a9fe:a9fe", "IPv4-translated", "169.254.169.254", "link-local (cloud metadata lives here)"),
+            (
+                "::ffff:0:7f00:1",
+                "IPv4-translated",
+                "127.0.0.1",
+                "loopback",
+            ),
+            (
+                "::ffff:0:a9fe:a9fe",
+                "IPv4-translated",
+                "169.254.169.254",
+                "link-local (cloud metadata lives here)",
+            ),
             ("64:ff9b::7f00:1", "NAT64", "127.0.0.1", "loopback"),
             ("64:ff9b::192.168.0.1", "NAT64", "192.168.0.1", "private"),
             ("2002:7f00:1::1", "6to4", "127.0.0.1", "loopback"),
-            ("2002:a9fe:a9fe:1::2", "6to4", "169.254.169.254", "link-local (cloud metadata lives here)"),
+            (
+                "2002:a9fe:a9fe:1::2",
+                "6to4",
+                "169.254.169.254",
+                "link-local (cloud metadata lives here)",
+            ),
             // Teredo: server 10.0.0.1, client 1.1.1.1 (inverted: fefe:fefe).
             ("2001:0:a00:1::fefe:fefe", "Teredo", "10.0.0.1", "private"),
             // Teredo: server 8.8.8.8, client 127.0.0.1 (inverted: 80ff:fffe).
-            ("2001:0:808:808::80ff:fffe", "Teredo", "127.0.0.1", "loopback"),
+            (
+                "2001:0:808:808::80ff:fffe",
+                "Teredo",
+                "127.0.0.1",
+                "loopback",
+            ),
         ] {
             match p.check(ip(addr)) {
                 Err(Refused::Wrapped {
@@ -330,7 +352,11 @@ mod tests {
                     kind: k,
                     ..
                 }) => {
-                    assert_eq!((f, i.to_string().as_str(), k), (form, inner, kind), "{addr}");
+                    assert_eq!(
+                        (f, i.to_string().as_str(), k),
+                        (form, inner, kind),
+                        "{addr}"
+                    );
                 }
                 other => panic!("{addr}: {other:?}"),
             }
@@ -361,10 +387,18 @@ mod tests {
     #[test]
     fn an_allowed_range_covers_the_ipv4_inside_or_the_ipv6_as_written() {
         let p = Policy::parse("127.0.0.1", false).unwrap();
-        for addr in ["::127.0.0.1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "2002:7f00:1::1"] {
+        for addr in [
+            "::127.0.0.1",
+            "::ffff:0:7f00:1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::1",
+        ] {
             assert_eq!(p.check(ip(addr)), Ok(()), "{addr}");
         }
-        assert!(p.check(ip("2002:7f00:2::1")).is_err(), "127.0.0.2 is not allowed");
+        assert!(
+            p.check(ip("2002:7f00:2::1")).is_err(),
+            "127.0.0.2 is not allowed"
+        );
         let p = Policy::parse("2002::/16", false).unwrap();
         assert_eq!(p.check(ip("2002:7f00:1::1")), Ok(()));
         let p = Policy::parse("fec0::/10", false).unwrap();

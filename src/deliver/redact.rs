@@ -125,7 +125,10 @@ fn decoded_view(text: &str, form: bool) -> View {
         let decoded = match s[i] {
             b'\\' => json_escape(&s[i..]),
             b'&' => html_reference(&s[i..]),
-            b'%' => match (s.get(i + 1).and_then(|&b| hex(b)), s.get(i + 2).and_then(|&b| hex(b))) {
+            b'%' => match (
+                s.get(i + 1).and_then(|&b| hex(b)),
+                s.get(i + 2).and_then(|&b| hex(b)),
+            ) {
                 (Some(h), Some(l)) => {
                     view.push(&[(h * 16 + l) as u8], (i, i + 3));
                     i += 3;
@@ -222,13 +225,17 @@ fn mark(view: &View, needle: &Needle, hidden: &mut [bool], tail: bool) {
 fn cut_escape(text: &str) -> Option<usize> {
     let s = text.as_bytes();
     let from = s.len().saturating_sub(11);
-    let j = (from..s.len()).rev().find(|&j| matches!(s[j], b'%' | b'\\' | b'&'))?;
+    let j = (from..s.len())
+        .rev()
+        .find(|&j| matches!(s[j], b'%' | b'\\' | b'&'))?;
     let rest = &s[j + 1..];
     let cut = match s[j] {
         b'%' => rest.len() < 2 && rest.iter().all(|&b| hex(b).is_some()),
         b'\\' => {
             rest.is_empty()
-                || (rest[0] == b'u' && rest.len() < 5 && rest[1..].iter().all(|&b| hex(b).is_some()))
+                || (rest[0] == b'u'
+                    && rest.len() < 5
+                    && rest[1..].iter().all(|&b| hex(b).is_some()))
         }
         _ => rest.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'#'),
     };
@@ -336,7 +343,10 @@ mod tests {
 
     #[test]
     fn every_common_echo_form_of_a_secret_is_redacted() {
-        let all_unicode: String = SECRET.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let all_unicode: String = SECRET
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
         let forms = [
             SECRET.to_string(),
             SECRET.replace('/', "\\/"),

@@ -74,7 +74,10 @@ pub fn join(base: &str, path: &str) -> Result<String, RenderError> {
         )));
     }
     if url.port_or_known_default() != base_url.port_or_known_default() {
-        let port = |u: &Url| u.port_or_known_default().map_or("none".into(), |p| p.to_string());
+        let port = |u: &Url| {
+            u.port_or_known_default()
+                .map_or("none".into(), |p| p.to_string())
+        };
         return Err(url_error(format!(
             "changed the port from {} to {}",
             port(&base_url),
@@ -141,7 +144,10 @@ mod tests {
             "https://h/hooks",
             "an empty path is the base"
         );
-        assert_eq!(join("https://h/hooks", "?a=1").unwrap(), "https://h/hooks?a=1");
+        assert_eq!(
+            join("https://h/hooks", "?a=1").unwrap(),
+            "https://h/hooks?a=1"
+        );
     }
 
     #[test]
@@ -163,7 +169,14 @@ mod tests {
     fn a_header_value_with_a_line_break_names_the_header() {
         let ok = serde_json::json!({ "X-Note": "tab\tand unicode é", "X-Count": 3 });
         assert_eq!(check_headers(&ok), Ok(()));
-        for bad in ["a\r\nX-Evil: 1", "a\nb", "a\rb", "nul\0", "del\u{7f}", "nel\u{85}"] {
+        for bad in [
+            "a\r\nX-Evil: 1",
+            "a\nb",
+            "a\rb",
+            "nul\0",
+            "del\u{7f}",
+            "nel\u{85}",
+        ] {
             let headers = serde_json::json!({ "X-Note": bad });
             assert_eq!(
                 check_headers(&headers),

@@ -17,4 +17,5 @@ mod receiver;
 mod secrets;
 mod sending;
 mod sources;
+mod url_safety;
 mod webhooks;
