@@ -46,19 +46,24 @@ pub fn outbound(
     let (Some(method), Some(url)) = (&claimed.method, &claimed.url) else {
         return Err("the delivery was never rendered; there is nothing to send".into());
     };
+    // Credentials go only under the base URL in force, whatever was stored (a URL rendered by
+    // an older version, or a base_url changed since), and no stored header may add lines.
+    super::target::check_under(&integration.base_url, url).map_err(|e| e.to_string())?;
     let body = claimed.body.clone().unwrap_or_default().into_bytes();
     let mut headers: Vec<(String, String)> =
         vec![("content-type".into(), "application/json".into())];
     if let Some(stored) = &claimed.headers
-        && let Ok(serde_json::Value::Object(map)) = serde_json::from_str(stored)
+        && let Ok(stored) = serde_json::from_str::<serde_json::Value>(stored)
+        && let serde_json::Value::Object(map) = &stored
     {
+        super::target::check_headers(&stored).map_err(|e| e.to_string())?;
         for (name, value) in map {
             let value = match value {
-                serde_json::Value::String(s) => s,
+                serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
-            headers.push((name, value));
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value));
         }
     }
     let id = idempotency_key.to_string();
@@ -261,5 +266,43 @@ mod tests {
             super::redact(echoed, &secrets),
             "Authorization: Basic [redacted]"
         );
+    }
+
+    #[test]
+    fn a_stored_url_outside_the_base_in_force_or_a_stored_header_line_break_is_never_sent() {
+        let slack = crate::deliver::catalog::built_in("slack").unwrap();
+        let action = &slack.actions["post_message"];
+        let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
+        let at: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let claimed = |url: &str, headers: &str| super::Claimed {
+            id: 1,
+            workspace: "default".into(),
+            token: 1,
+            integration: "slack".into(),
+            action: "slack.post_message".into(),
+            method: Some("POST".into()),
+            url: Some(url.into()),
+            headers: Some(headers.into()),
+            body: Some("{}".into()),
+            attempts: 1,
+            due_at: at,
+            expires_at: None,
+            lease_expires_at: at,
+        };
+        let send = |url: &str, headers: &str| {
+            super::outbound(&claimed(url, headers), "1", &slack, action, &creds, at)
+        };
+        let sent = send(
+            "https://slack.com/api/chat.postMessage",
+            r#"{"X-Note":"a b"}"#,
+        )
+        .unwrap();
+        assert!(sent.headers.contains(&("X-Note".into(), "a b".into())));
+        let err = send("https://slack.com.evil.example/api/x", "{}").unwrap_err();
+        assert!(err.contains("changed the host"), "{err}");
+        let err = send("https://slack.com/admin", "{}").unwrap_err();
+        assert!(err.contains("left the base URL's path"), "{err}");
+        let err = send("https://slack.com/api/x", r#"{"X-Note":"a\r\nX-Evil: 1"}"#).unwrap_err();
+        assert!(err.contains("X-Note") && !err.contains("xoxb"), "{err}");
     }
 }

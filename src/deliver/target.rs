@@ -22,6 +22,15 @@ pub enum RenderError {
         /// What changed, in words.
         what: String,
     },
+    /// A stored URL is not under the integration's base URL in force (rendered under another
+    /// base_url, or by a version before URLs were checked).
+    #[error(
+        "the stored URL is not under the integration's base_url in force (it {what}); it was not sent, so its credentials go nowhere else (if base_url changed on purpose, the delivery must be fired again)"
+    )]
+    Stored {
+        /// What differs, in words.
+        what: String,
+    },
     /// A rendered header value holds CR, LF or another control character.
     #[error(
         "the rendered value of header {name} holds a line break or another control character, so it was not sent (a row value cannot add header lines; fix the row's value or the header template)"
@@ -40,11 +49,7 @@ fn url_error(what: impl Into<String>) -> RenderError {
 /// scheme, host, port and (empty) credentials, stays under its path, and has no dot segment. A
 /// non-empty path that starts with neither `/`, `?` nor `#` is joined with a `/`.
 pub fn join(base: &str, path: &str) -> Result<String, RenderError> {
-    let base_url = Url::parse(base).map_err(|e| {
-        url_error(format!(
-            "cannot be checked: the integration's base_url does not parse ({e}); fix base_url"
-        ))
-    })?;
+    let base_url = parse_base(base)?;
     let trimmed = base.trim_end_matches('/');
     let separator = if path.is_empty() || path.starts_with(['/', '?', '#']) {
         ""
@@ -58,7 +63,31 @@ pub fn join(base: &str, path: &str) -> Result<String, RenderError> {
             "has a dot segment (. or ..) in its path, which would climb out of the action's path",
         ));
     }
-    let url = Url::parse(&full).map_err(|e| url_error(format!("does not parse ({e})")))?;
+    under_base(&base_url, &full)?;
+    Ok(full)
+}
+
+/// Checks that `url` keeps `base`'s scheme, host, port and (empty) credentials and stays under
+/// its path. The sender asks this again of a stored URL before credentials are added, so they go
+/// only where the integration in force points.
+pub fn check_under(base: &str, url: &str) -> Result<(), RenderError> {
+    let base_url = parse_base(base)?;
+    under_base(&base_url, url).map_err(|e| match e {
+        RenderError::Url { what } => RenderError::Stored { what },
+        other => other,
+    })
+}
+
+fn parse_base(base: &str) -> Result<Url, RenderError> {
+    Url::parse(base).map_err(|e| {
+        url_error(format!(
+            "cannot be checked: the integration's base_url does not parse ({e}); fix base_url"
+        ))
+    })
+}
+
+fn under_base(base_url: &Url, full: &str) -> Result<(), RenderError> {
+    let url = Url::parse(full).map_err(|e| url_error(format!("does not parse ({e})")))?;
     if url.scheme() != base_url.scheme() {
         return Err(url_error(format!(
             "changed the scheme from {} to {}",
@@ -80,7 +109,7 @@ pub fn join(base: &str, path: &str) -> Result<String, RenderError> {
         };
         return Err(url_error(format!(
             "changed the port from {} to {}",
-            port(&base_url),
+            port(base_url),
             port(&url)
         )));
     }
@@ -99,7 +128,7 @@ pub fn join(base: &str, path: &str) -> Result<String, RenderError> {
             base_url.path()
         )));
     }
-    Ok(full)
+    Ok(())
 }
 
 /// Checks every rendered header value (a JSON object of values): a string value may hold no
@@ -163,6 +192,28 @@ mod tests {
         assert!(what("https://h/api", "\\..\\x").contains("dot segment"));
         assert!(what("https://h/api", "/a/%2e./b").contains("dot segment"));
         assert!(what("not a url", "/x").contains("base_url does not parse"));
+    }
+
+    #[test]
+    fn a_stored_url_is_judged_against_the_base_in_force() {
+        let base = "https://api.example.com:8443/v2";
+        assert_eq!(
+            check_under(base, "https://api.example.com:8443/v2/x?y=1"),
+            Ok(())
+        );
+        assert_eq!(check_under(base, "https://api.example.com:8443/v2"), Ok(()));
+        for (url, part) in [
+            ("http://api.example.com:8443/v2/x", "scheme"),
+            ("https://evil.example.com:8443/v2/x", "host"),
+            ("https://api.example.com/v2/x", "port"),
+            ("https://u:p@api.example.com:8443/v2/x", "user name"),
+            ("https://api.example.com:8443/v2x", "path /v2"),
+            ("https://api.example.com:8443/admin", "path /v2"),
+            ("https://api.example.com:8443/v2/../admin", "path /v2"),
+        ] {
+            let err = check_under(base, url).unwrap_err().to_string();
+            assert!(err.contains(part), "{url}: {err}");
+        }
     }
 
     #[test]

@@ -337,6 +337,22 @@ async fn integrations_test_renders_through_the_same_checked_builder() {
         "{err:?}"
     );
     assert_eq!(r.receiver.count(), 1, "nothing more was sent");
+    // A binding's own path parameter is kept as written; only the row value inside it is encoded.
+    let hook = rowfire::definitions::Binding {
+        integration: "hooks".into(),
+        action: "send".into(),
+        params: [("path".to_string(), "/orders/{{ email }}".into())].into(),
+        recipient: None,
+    };
+    let row = serde_json::json!({ "id": "r9", "email": "../x?y#z" });
+    let tried = try_action(&r.store, WS, &defs, &hook, &row, Some(&key), &client, now())
+        .await
+        .unwrap();
+    assert_eq!(
+        tried.request.url,
+        format!("{}/hooks/orders/..%2Fx%3Fy%23z", r.receiver.url)
+    );
+    assert_eq!(r.receiver.seen()[1].target, "/hooks/orders/..%2Fx%3Fy%23z");
 }
 
 /// Every form an echo of [`TOKEN`] takes in the test's answer.
