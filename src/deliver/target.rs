@@ -240,4 +240,33 @@ mod tests {
         let err = check_headers(&serde_json::json!({ "X-Note": "a\nb" })).unwrap_err();
         assert!(err.to_string().contains("X-Note"), "{err}");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn no_value_changes_the_target_or_the_segments_of_a_rendered_url(
+            value in "\\PC{0,24}|[./%?#@:&=+\\\\ \r\n]{0,8}",
+        ) {
+            let ctx = serde_json::json!({ "v": value });
+            let path = crate::template::url::render_url("/a/{{ v }}/b?q={{ v }}&n=1", &ctx, None)
+                .unwrap();
+            let joined = join("https://api.example.com:8443/v2", &path);
+            if value == "." || value == ".." {
+                proptest::prop_assert!(joined.is_err());
+            } else {
+                let url = Url::parse(&joined.unwrap()).unwrap();
+                proptest::prop_assert_eq!(url.host_str(), Some("api.example.com"));
+                proptest::prop_assert_eq!(url.port(), Some(8443));
+                proptest::prop_assert_eq!(url.scheme(), "https");
+                let segments: Vec<&str> = url.path_segments().unwrap().collect();
+                proptest::prop_assert_eq!(segments.len(), 4, "{:?}", segments);
+                proptest::prop_assert_eq!((segments[0], segments[1], segments[3]), ("v2", "a", "b"));
+                let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+                proptest::prop_assert_eq!(
+                    pairs,
+                    vec![("q".to_string(), value.clone()), ("n".to_string(), "1".to_string())]
+                );
+                proptest::prop_assert_eq!(url.fragment(), None);
+            }
+        }
+    }
 }
