@@ -65,7 +65,7 @@ struct Run {
     store: Store,
     receiver: Receiver,
     key: String,
-    _dbs: (TestSqlite, TestSqlite),
+    dbs: (TestSqlite, TestSqlite),
 }
 
 async fn run(emails: &[&str], reply: Reply) -> Run {
@@ -131,7 +131,7 @@ async fn run(emails: &[&str], reply: Reply) -> Run {
         store,
         receiver,
         key,
-        _dbs: (source, cp),
+        dbs: (source, cp),
     }
 }
 
@@ -425,4 +425,14 @@ async fn a_receiver_echoing_the_credential_in_any_encoding_has_none_of_it_record
     assert!(recorded.contains("[redacted]"), "{recorded}");
     assert!(recorded.contains("\"e0\":\"[redacted]\""), "{recorded}");
     assert_eq!(leaked(&recorded), Vec::<String>::new(), "{recorded}");
+    // What `rowfire deliveries show` prints of it holds none either.
+    let cp = &r.dbs.1.url;
+    let out = crate::cli::rowfire(
+        &["deliveries", "show", &note.id.to_string()],
+        &[("ROWFIRE_DATABASE_URL", cp.as_str())],
+    );
+    let (stdout, stderr) = crate::cli::text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("[redacted]"), "{stdout}");
+    assert_eq!(leaked(&stdout), Vec::<String>::new(), "{stdout}");
 }
