@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+pub mod url;
+
 /// A template that cannot be rendered against its context.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
@@ -66,27 +68,49 @@ pub fn render_str(template: &str, ctx: &Value) -> Result<Value, TemplateError> {
             });
     }
     let mut out = String::with_capacity(template.len());
+    for token in tokens(template) {
+        match token {
+            Token::Text(text) => out.push_str(text),
+            Token::Name(name) => {
+                let value = lookup(ctx, name).ok_or_else(|| TemplateError::Missing {
+                    name: name.to_string(),
+                })?;
+                out.push_str(&as_text(value));
+            }
+        }
+    }
+    Ok(Value::String(out))
+}
+
+/// One piece of a template: text kept as written, or a placeholder's dotted name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token<'a> {
+    Text(&'a str),
+    Name(&'a str),
+}
+
+/// Splits a template into text and placeholders. Anything between `{{` and `}}` that is not a
+/// plain dotted name is text; an unclosed `{{` and what follows it is text.
+fn tokens(template: &str) -> Vec<Token<'_>> {
+    let mut out = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        out.push(Token::Text(&rest[..start]));
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return Ok(Value::String(out));
+            out.push(Token::Text(&rest[start..]));
+            return out;
         };
         let inner = after[..end].trim();
         if is_path(inner) {
-            let value = lookup(ctx, inner).ok_or_else(|| TemplateError::Missing {
-                name: inner.to_string(),
-            })?;
-            out.push_str(&as_text(value));
+            out.push(Token::Name(inner));
         } else {
-            out.push_str(&rest[start..start + 2 + end + 2]);
+            out.push(Token::Text(&rest[start..start + 2 + end + 2]));
         }
         rest = &after[end + 2..];
     }
-    out.push_str(rest);
-    Ok(Value::String(out))
+    out.push(Token::Text(rest));
+    out
 }
 
 /// Renders every string inside a JSON template (objects and arrays are walked; keys are not).

@@ -11,8 +11,15 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use super::egress::{Policy, Refused};
 use super::outcome::AttemptResult;
 
-/// How much of an answer's body is kept with the attempt.
+/// How much of an answer's body is kept with the attempt (characters).
 pub const RESPONSE_KEEP: usize = 1024;
+
+/// How much of an answer's body is judged and redacted (bytes), at most.
+pub const RESPONSE_READ: usize = RESPONSE_KEEP * 4;
+
+/// How much more than [`RESPONSE_READ`] is read, so that a secret echoed across that cut is
+/// redacted whole before the body is cut (see [`super::request::redact_result`]).
+pub const READ_BEYOND: usize = 4096;
 
 /// A request ready to go: method, URL, headers (credentials and signatures included) and body.
 /// Its `Debug` form leaves header values out.
@@ -160,9 +167,10 @@ impl Client {
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_string);
-                // Read no more of the answer than is kept: a huge body costs nothing.
+                // Read a bounded part of the answer (what is judged, and a little more so that redaction
+                // sees whole a secret the cut would split): a huge body costs nothing.
                 let mut kept = Vec::new();
-                while kept.len() < RESPONSE_KEEP * 4 {
+                while kept.len() < RESPONSE_READ + READ_BEYOND {
                     match resp.chunk().await {
                         Ok(Some(chunk)) => kept.extend_from_slice(&chunk),
                         Ok(None) => break,
@@ -170,7 +178,7 @@ impl Client {
                         Err(_) => break,
                     }
                 }
-                kept.truncate(RESPONSE_KEEP * 4);
+                kept.truncate(RESPONSE_READ + READ_BEYOND);
                 // PostgreSQL text holds no NUL; a body with one must still be recordable.
                 let body = String::from_utf8_lossy(&kept).replace('\0', "");
                 AttemptResult::Response {

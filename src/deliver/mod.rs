@@ -8,8 +8,10 @@ pub mod client;
 pub mod egress;
 pub mod outcome;
 pub mod queue;
+pub mod redact;
 pub mod request;
 pub mod sender;
+pub mod target;
 pub mod webhook;
 
 use jiff::Timestamp;
@@ -19,7 +21,9 @@ use crate::definitions::{Binding, Definitions, Rule, Trigger};
 use crate::row::Row;
 use crate::rules::Mode;
 use crate::store::{DbTime, StoreTx, execute, fetch_all};
-use crate::template::{self, TemplateError};
+use crate::template;
+
+pub use target::RenderError;
 
 /// The base URL of the built-in Demo inbox.
 pub const INBOX_URL: &str = "inbox://demo";
@@ -69,12 +73,15 @@ pub fn context(
     serde_json::Value::Object(ctx)
 }
 
-/// Renders one binding against a fire's context.
+/// Renders one binding against a fire's context. Values placed in the URL are percent-encoded
+/// into their segment or query value (a binding's parameter used in the path is its author's
+/// text, with only its own values encoded), and the URL is checked to stay under the base URL;
+/// header values may hold no line breaks. Body values are JSON, escaped by JSON.
 pub fn render(
     defs: &Definitions,
     binding: &Binding,
     ctx: &serde_json::Value,
-) -> Result<Request, TemplateError> {
+) -> Result<Request, RenderError> {
     let integration = defs
         .integration(&binding.integration)
         .expect("validated: bindings name defined integrations");
@@ -97,20 +104,33 @@ pub fn render(
     let mut full = ctx.clone();
     full["params"] = serde_json::Value::Object(params);
     full["recipient"] = recipient.clone().into();
-    let path = match template::render_str(&action.path, &full)? {
-        serde_json::Value::String(s) => s,
-        other => other.to_string(),
+    // `{{ params.x }}` in a path stands for the binding's own text for x (or the catalogue's
+    // default text), which is kept as written; only the row values inside it are encoded.
+    let param_text = |name: &str| -> Option<String> {
+        let param = name.strip_prefix("params.")?;
+        match binding.params.get(param) {
+            Some(serde_json::Value::String(text)) => Some(text.clone()),
+            Some(_) => None,
+            None => match action.params.get(param)?.default.as_ref()? {
+                serde_json::Value::String(text) if !text.contains("{{") => Some(text.clone()),
+                _ => None,
+            },
+        }
     };
+    let inline = template::url::Inline {
+        text: &param_text,
+        ctx,
+    };
+    let path = template::url::render_url(&action.path, &full, Some(&inline))?;
+    let url = target::join(&integration.spec.base_url, &path)?;
     let headers = serde_json::to_value(&action.headers).unwrap_or_default();
+    let headers = template::render(&headers, &full)?;
+    target::check_headers(&headers)?;
     Ok(Request {
         recipient,
         method: action.method.clone(),
-        url: format!(
-            "{}{}",
-            integration.spec.base_url.trim_end_matches('/'),
-            path
-        ),
-        headers: template::render(&headers, &full)?,
+        url,
+        headers,
         body: template::render(&action.body, &full)?,
     })
 }

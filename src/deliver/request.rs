@@ -27,12 +27,10 @@ pub fn secret_strings(
     secrets
 }
 
-/// `text` with every secret of four or more characters replaced.
+/// `text` with every secret of four or more characters replaced, in every common encoding an
+/// echo takes (see [`super::redact`]).
 pub fn redact(text: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .filter(|v| v.len() >= 4)
-        .fold(text.to_string(), |t, v| t.replace(v.as_str(), "[redacted]"))
+    super::redact::redact(text, secrets)
 }
 
 /// Builds the request for one delivery: its stored method, URL, headers and body, plus what is
@@ -48,19 +46,24 @@ pub fn outbound(
     let (Some(method), Some(url)) = (&claimed.method, &claimed.url) else {
         return Err("the delivery was never rendered; there is nothing to send".into());
     };
+    // Credentials go only under the base URL in force, whatever was stored (a URL rendered by
+    // an older version, or a base_url changed since), and no stored header may add lines.
+    super::target::check_under(&integration.base_url, url).map_err(|e| e.to_string())?;
     let body = claimed.body.clone().unwrap_or_default().into_bytes();
     let mut headers: Vec<(String, String)> =
         vec![("content-type".into(), "application/json".into())];
     if let Some(stored) = &claimed.headers
-        && let Ok(serde_json::Value::Object(map)) = serde_json::from_str(stored)
+        && let Ok(stored) = serde_json::from_str::<serde_json::Value>(stored)
+        && let serde_json::Value::Object(map) = &stored
     {
+        super::target::check_headers(&stored).map_err(|e| e.to_string())?;
         for (name, value) in map {
             let value = match value {
-                serde_json::Value::String(s) => s,
+                serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
-            headers.push((name, value));
+            headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value));
         }
     }
     let id = idempotency_key.to_string();
@@ -102,9 +105,9 @@ pub fn outbound(
 /// Why an action could not be tried.
 #[derive(Debug, thiserror::Error)]
 pub enum TryError {
-    /// The binding does not render against the sample row.
+    /// The binding does not render against the sample row into a request safe to send.
     #[error(transparent)]
-    Template(#[from] crate::template::TemplateError),
+    Render(#[from] super::RenderError),
     /// The credentials could not be opened.
     #[error(transparent)]
     Secret(#[from] crate::secret::StoredSecretError),
@@ -215,7 +218,10 @@ pub async fn try_action(
     })
 }
 
-/// An answer with every secret redacted, before anything reads, records or prints it.
+/// An answer with every secret redacted, before anything reads, records or prints it; then its
+/// body is cut to [`super::client::RESPONSE_READ`] bytes (the client reads a little more, so that
+/// a secret the cut would split is seen whole), and a secret's beginning left at the cut is
+/// hidden too.
 pub fn redact_result(
     result: super::outcome::AttemptResult,
     secrets: &[String],
@@ -229,7 +235,7 @@ pub fn redact_result(
         } => AttemptResult::Response {
             status,
             retry_after,
-            body: redact(&body, secrets),
+            body: super::redact::redact_and_cut(&body, super::client::RESPONSE_READ, secrets),
         },
         AttemptResult::Network(e) => AttemptResult::Network(redact(&e, secrets)),
         AttemptResult::Invalid(e) => AttemptResult::Invalid(redact(&e, secrets)),
@@ -260,5 +266,43 @@ mod tests {
             super::redact(echoed, &secrets),
             "Authorization: Basic [redacted]"
         );
+    }
+
+    #[test]
+    fn a_stored_url_outside_the_base_in_force_or_a_stored_header_line_break_is_never_sent() {
+        let slack = crate::deliver::catalog::built_in("slack").unwrap();
+        let action = &slack.actions["post_message"];
+        let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
+        let at: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        let claimed = |url: &str, headers: &str| super::Claimed {
+            id: 1,
+            workspace: "default".into(),
+            token: 1,
+            integration: "slack".into(),
+            action: "slack.post_message".into(),
+            method: Some("POST".into()),
+            url: Some(url.into()),
+            headers: Some(headers.into()),
+            body: Some("{}".into()),
+            attempts: 1,
+            due_at: at,
+            expires_at: None,
+            lease_expires_at: at,
+        };
+        let send = |url: &str, headers: &str| {
+            super::outbound(&claimed(url, headers), "1", &slack, action, &creds, at)
+        };
+        let sent = send(
+            "https://slack.com/api/chat.postMessage",
+            r#"{"X-Note":"a b"}"#,
+        )
+        .unwrap();
+        assert!(sent.headers.contains(&("X-Note".into(), "a b".into())));
+        let err = send("https://slack.com.evil.example/api/x", "{}").unwrap_err();
+        assert!(err.contains("changed the host"), "{err}");
+        let err = send("https://slack.com/admin", "{}").unwrap_err();
+        assert!(err.contains("left the base URL's path"), "{err}");
+        let err = send("https://slack.com/api/x", r#"{"X-Note":"a\r\nX-Evil: 1"}"#).unwrap_err();
+        assert!(err.contains("X-Note") && !err.contains("xoxb"), "{err}");
     }
 }

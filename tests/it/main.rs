@@ -22,4 +22,5 @@ mod secrets;
 mod sending;
 mod sources;
 mod undeclared;
+mod url_safety;
 mod webhooks;

@@ -51,6 +51,8 @@ impl Reply {
 pub struct Seen {
     pub method: String,
     pub path: String,
+    /// The path and query as they arrived, still percent-encoded.
+    pub target: String,
     pub headers: HashMap<String, String>,
     pub body: String,
     /// When it arrived.
@@ -147,6 +149,9 @@ async fn answer(
         inner.seen.push(Seen {
             method: method.to_string(),
             path: uri.path().to_string(),
+            target: uri
+                .path_and_query()
+                .map_or_else(|| uri.path().to_string(), |t| t.as_str().to_string()),
             headers: headers
                 .iter()
                 .map(|(k, v)| {

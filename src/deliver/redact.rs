@@ -1,0 +1,442 @@
+//! Redaction of secrets from what a receiver answers, in the encodings an echo commonly takes:
+//! as is, JSON-escaped (`\/`, `\u00XX`), URL-encoded (`%2F`, `+` for space, either case of hex),
+//! HTML character references, base64 (standard and URL-safe, padded or not, at any of the three
+//! alignments inside a longer base64 string), and upper- or lower-cased.
+//!
+//! The answer is decoded into views (as is; escapes decoded; escapes and `+` decoded) that
+//! remember where each byte came from, every form of every secret is searched for in them, and
+//! the original text of each match is replaced. The cost is the answer's length times the total
+//! length of the forms searched for, and answers are read only up to a bound.
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+
+/// What replaces a secret.
+pub const MASK: &str = "[redacted]";
+
+/// Secrets shorter than this are not searched for (they would match too much).
+pub const MIN_SECRET: usize = 4;
+
+/// The text as bytes, each with the range of the original text it came from.
+struct View {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl View {
+    fn push(&mut self, bytes: &[u8], span: (usize, usize)) {
+        for &b in bytes {
+            self.bytes.push(b);
+            self.spans.push(span);
+        }
+    }
+}
+
+/// One form of a secret to look for.
+struct Needle {
+    bytes: Vec<u8>,
+    /// Matched without regard to ASCII case.
+    fold: bool,
+    /// Looked for in the view that reads `+` as a space too.
+    form: bool,
+}
+
+fn hex(b: u8) -> Option<u32> {
+    char::from(b).to_digit(16)
+}
+
+/// The JSON escape at the start of `s` (which begins with `\`): the character and its length.
+fn json_escape(s: &[u8]) -> Option<(char, usize)> {
+    let simple = match s.get(1)? {
+        b'/' => Some('/'),
+        b'\\' => Some('\\'),
+        b'"' => Some('"'),
+        b'\'' => Some('\''),
+        b'n' => Some('\n'),
+        b'r' => Some('\r'),
+        b't' => Some('\t'),
+        b'b' => Some('\u{8}'),
+        b'f' => Some('\u{c}'),
+        _ => None,
+    };
+    if let Some(c) = simple {
+        return Some((c, 2));
+    }
+    let unit = |at: usize| -> Option<u32> {
+        if s.get(at)? != &b'\\' || s.get(at + 1)? != &b'u' {
+            return None;
+        }
+        s.get(at + 2..at + 6)?
+            .iter()
+            .try_fold(0u32, |acc, &b| Some(acc * 16 + hex(b)?))
+    };
+    let first = unit(0)?;
+    if (0xD800..0xDC00).contains(&first) {
+        let second = unit(6).filter(|u| (0xDC00..0xE000).contains(u))?;
+        let c = char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))?;
+        return Some((c, 12));
+    }
+    Some((char::from_u32(first)?, 6))
+}
+
+/// The HTML character reference at the start of `s` (which begins with `&`).
+fn html_reference(s: &[u8]) -> Option<(char, usize)> {
+    let end = s.iter().take(12).position(|&b| b == b';')?;
+    let body = std::str::from_utf8(&s[1..end]).ok()?;
+    let c = match body {
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "quot" => '"',
+        "apos" => '\'',
+        _ => {
+            let number = body.strip_prefix('#')?;
+            let code = match number.strip_prefix(['x', 'X']) {
+                Some(h) => u32::from_str_radix(h, 16).ok()?,
+                None => number.parse().ok()?,
+            };
+            char::from_u32(code)?
+        }
+    };
+    Some((c, end + 1))
+}
+
+fn raw_view(text: &str) -> View {
+    let mut view = View {
+        bytes: Vec::with_capacity(text.len()),
+        spans: Vec::with_capacity(text.len()),
+    };
+    for (i, &b) in text.as_bytes().iter().enumerate() {
+        view.push(&[b], (i, i + 1));
+    }
+    view
+}
+
+/// The text with JSON escapes, percent-escapes and HTML references decoded (one level), and with
+/// `form`, `+` read as a space.
+fn decoded_view(text: &str, form: bool) -> View {
+    let s = text.as_bytes();
+    let mut view = View {
+        bytes: Vec::with_capacity(s.len()),
+        spans: Vec::with_capacity(s.len()),
+    };
+    let mut i = 0;
+    while i < s.len() {
+        let decoded = match s[i] {
+            b'\\' => json_escape(&s[i..]),
+            b'&' => html_reference(&s[i..]),
+            b'%' => match (
+                s.get(i + 1).and_then(|&b| hex(b)),
+                s.get(i + 2).and_then(|&b| hex(b)),
+            ) {
+                (Some(h), Some(l)) => {
+                    view.push(&[(h * 16 + l) as u8], (i, i + 3));
+                    i += 3;
+                    continue;
+                }
+                _ => None,
+            },
+            b'+' if form => Some((' ', 1)),
+            _ => None,
+        };
+        match decoded {
+            Some((c, len)) => {
+                let mut buf = [0u8; 4];
+                view.push(c.encode_utf8(&mut buf).as_bytes(), (i, i + len));
+                i += len;
+            }
+            None => {
+                view.push(&[s[i]], (i, i + 1));
+                i += 1;
+            }
+        }
+    }
+    view
+}
+
+/// Every form of `secret` to look for.
+fn needles(secret: &str) -> Vec<Needle> {
+    let bytes = secret.as_bytes();
+    let mut out = vec![Needle {
+        bytes: bytes.to_vec(),
+        fold: true,
+        form: true,
+    }];
+    let exact = |b: String| Needle {
+        bytes: b.into_bytes(),
+        fold: false,
+        form: false,
+    };
+    out.push(exact(STANDARD.encode(bytes)));
+    out.push(exact(URL_SAFE.encode(bytes)));
+    // Inside a longer base64 string the secret starts 0, 1 or 2 bytes into a 3-byte group: keep
+    // the characters that depend on the secret's bytes alone.
+    for lead in 0..3usize {
+        let mut shifted = vec![0u8; lead];
+        shifted.extend_from_slice(bytes);
+        let first = (8 * lead).div_ceil(6);
+        let last = 8 * (lead + bytes.len()) / 6;
+        for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(&shifted);
+            if let Some(part) = encoded.get(first..last) {
+                out.push(exact(part.to_string()));
+            }
+        }
+    }
+    out.retain(|n| n.bytes.len() >= MIN_SECRET);
+    out
+}
+
+fn same(a: u8, b: u8, fold: bool) -> bool {
+    a == b || (fold && a.eq_ignore_ascii_case(&b))
+}
+
+/// Marks (in `hidden`, per byte of the original text) every occurrence of `needle` in `view`,
+/// and with `tail`, a prefix of it that ends the view.
+fn mark(view: &View, needle: &Needle, hidden: &mut [bool], tail: bool) {
+    let (hay, pin) = (&view.bytes, &needle.bytes);
+    let m = pin.len();
+    if m == 0 {
+        return;
+    }
+    let mut hide = |from: usize, to: usize| {
+        let (start, end) = (view.spans[from].0, view.spans[to].1);
+        hidden[start..end].iter_mut().for_each(|h| *h = true);
+    };
+    if hay.len() >= m {
+        for start in 0..=hay.len() - m {
+            if (0..m).all(|j| same(hay[start + j], pin[j], needle.fold)) {
+                hide(start, start + m - 1);
+            }
+        }
+    }
+    if tail {
+        for len in (1..m.min(hay.len() + 1)).rev() {
+            let start = hay.len() - len;
+            if (0..len).all(|j| same(hay[start + j], pin[j], needle.fold)) {
+                hide(start, hay.len() - 1);
+                break;
+            }
+        }
+    }
+}
+
+/// Where an escape that the end of the text cut short begins (`%2`, `\u00`, `&#x2`).
+fn cut_escape(text: &str) -> Option<usize> {
+    let s = text.as_bytes();
+    let from = s.len().saturating_sub(11);
+    let j = (from..s.len())
+        .rev()
+        .find(|&j| matches!(s[j], b'%' | b'\\' | b'&'))?;
+    let rest = &s[j + 1..];
+    let cut = match s[j] {
+        b'%' => rest.len() < 2 && rest.iter().all(|&b| hex(b).is_some()),
+        b'\\' => {
+            rest.is_empty()
+                || (rest[0] == b'u'
+                    && rest.len() < 5
+                    && rest[1..].iter().all(|&b| hex(b).is_some()))
+        }
+        _ => rest.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'#'),
+    };
+    cut.then_some(j)
+}
+
+fn hide(text: &str, secrets: &[String], tail: bool) -> String {
+    let needles: Vec<Needle> = secrets
+        .iter()
+        .filter(|s| s.len() >= MIN_SECRET)
+        .flat_map(|s| needles(s))
+        .collect();
+    if needles.is_empty() {
+        return text.to_string();
+    }
+    let mut hidden = vec![false; text.len()];
+    let views = [
+        (raw_view(text), false),
+        (decoded_view(text, false), false),
+        (decoded_view(text, true), true),
+    ];
+    for (view, form) in &views {
+        for needle in needles.iter().filter(|n| !*form || n.form) {
+            mark(view, needle, &mut hidden, tail);
+        }
+    }
+    if tail && let Some(at) = cut_escape(text) {
+        // The secret's prefix may stand just before an escape the cut broke: judge the text
+        // without it, and hide the broken escape along with whatever prefix is found.
+        let head = &text[..at];
+        let mut head_hidden = vec![false; head.len()];
+        for (view, form) in [
+            (raw_view(head), false),
+            (decoded_view(head, false), false),
+            (decoded_view(head, true), true),
+        ] {
+            for needle in needles.iter().filter(|n| !form || n.form) {
+                mark(&view, needle, &mut head_hidden, true);
+            }
+        }
+        if head_hidden.last() == Some(&true) {
+            let from = head_hidden.iter().rposition(|h| !h).map_or(0, |i| i + 1);
+            hidden[from..].iter_mut().for_each(|h| *h = true);
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut masking = false;
+    for (i, c) in text.char_indices() {
+        if hidden[i..i + c.len_utf8()].iter().any(|h| *h) {
+            if !masking {
+                out.push_str(MASK);
+            }
+            masking = true;
+        } else {
+            out.push(c);
+            masking = false;
+        }
+    }
+    out
+}
+
+/// `text` with every form of every secret (of [`MIN_SECRET`] bytes or more) replaced by
+/// [`MASK`].
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    hide(text, secrets, false)
+}
+
+/// `text` redacted as [`redact`] does, then cut to at most `limit` bytes (on a character
+/// boundary); if it was cut, a secret's beginning that ends the cut text is hidden too.
+pub fn redact_and_cut(text: &str, limit: usize, secrets: &[String]) -> String {
+    let redacted = redact(text, secrets);
+    if redacted.len() <= limit {
+        return redacted;
+    }
+    let mut end = limit;
+    while !redacted.is_char_boundary(end) {
+        end -= 1;
+    }
+    hide(&redacted[..end], secrets, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "tok/SECRET+9z_Q";
+
+    fn secrets() -> Vec<String> {
+        vec![SECRET.to_string(), "pass word 42".to_string()]
+    }
+
+    fn hex_escaped(s: &str, upper: bool) -> String {
+        s.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    char::from(b).to_string()
+                } else if upper {
+                    format!("%{b:02X}")
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_common_echo_form_of_a_secret_is_redacted() {
+        let all_unicode: String = SECRET
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let forms = [
+            SECRET.to_string(),
+            SECRET.replace('/', "\\/"),
+            SECRET.replace('/', "\\u002F").replace('+', "\\u002b"),
+            all_unicode,
+            hex_escaped(SECRET, true),
+            hex_escaped(SECRET, false),
+            SECRET.replace('/', "&#x2F;").replace('+', "&#43;"),
+            SECRET.to_uppercase(),
+            SECRET.to_lowercase(),
+            SECRET.to_uppercase().replace('/', "\\/"),
+            STANDARD.encode(SECRET),
+            STANDARD_NO_PAD.encode(SECRET),
+            URL_SAFE.encode(SECRET),
+            URL_SAFE_NO_PAD.encode(SECRET),
+            STANDARD.encode(SECRET).replace('/', "\\/"),
+            hex_escaped(&STANDARD.encode(SECRET), true),
+            "pass word 42".into(),
+            "pass+word+42".into(),
+            "pass%20word%2042".into(),
+            "PASS+WORD+42".into(),
+        ];
+        for form in forms {
+            let echoed = format!("{{\"echo\":\"{form}\",\"n\":1}}");
+            assert_eq!(
+                redact(&echoed, &secrets()),
+                "{\"echo\":\"[redacted]\",\"n\":1}",
+                "{form}"
+            );
+        }
+    }
+
+    #[test]
+    fn base64_of_a_secret_inside_longer_base64_is_redacted_at_every_alignment() {
+        for engine in [&STANDARD, &URL_SAFE_NO_PAD] {
+            for lead in 0..3 {
+                let mut plain = b"ab"[..lead].to_vec();
+                plain.extend_from_slice(b"Authorization: Bearer ");
+                plain.extend_from_slice(SECRET.as_bytes());
+                plain.extend_from_slice(b"\r\nAccept: */*");
+                let encoded = engine.encode(&plain);
+                let redacted = redact(&encoded, &secrets());
+                assert!(redacted.contains(MASK), "{lead}: {redacted}");
+                // At most the two characters on either side that mix the secret with its
+                // neighbours survive.
+                let removed = encoded.len() - (redacted.len() - MASK.len());
+                assert!(removed >= SECRET.len() * 4 / 3 - 2, "{lead}: {redacted}");
+            }
+        }
+    }
+
+    #[test]
+    fn text_without_a_secret_is_unchanged_and_short_secrets_are_ignored() {
+        let text = "{\"ok\":true,\"note\":\"tok is fine, %2F and \\/ and &amp; too\"}";
+        assert_eq!(redact(text, &secrets()), text);
+        assert_eq!(redact("abc abc", &["abc".into()]), "abc abc");
+        assert_eq!(redact("", &secrets()), "");
+        assert_eq!(redact("é tok/SECRET+9z_Q é", &secrets()), "é [redacted] é");
+    }
+
+    #[test]
+    fn a_secret_split_by_the_cut_is_redacted_before_the_cut() {
+        let limit = 64;
+        let text = format!("{}{SECRET} and more", "x".repeat(limit - 5));
+        let cut = redact_and_cut(&text, limit, &secrets());
+        assert!(cut.len() <= limit, "{cut}");
+        assert!(!cut.contains("tok"), "{cut}");
+        assert_eq!(cut, format!("{}{}", "x".repeat(limit - 5), &MASK[..5]));
+    }
+
+    #[test]
+    fn a_secret_the_read_already_cut_leaves_no_prefix_at_the_cut() {
+        let limit = 64;
+        let pad = "x".repeat(limit - 5);
+        for (tail, why) in [
+            ("tok/SECRET", "as is"),
+            ("TOK/SECRET", "upper-cased"),
+            ("tok%2FSECRET", "URL-encoded"),
+            ("tok%2FS", "URL-encoded, the cut inside an escape"),
+            ("tok\\u002FS", "JSON-escaped, the cut inside an escape"),
+        ] {
+            let text = format!("{pad}{tail}");
+            let cut = redact_and_cut(&text, limit, &secrets());
+            assert_eq!(cut, format!("{pad}{MASK}"), "{why}");
+        }
+        let short = format!("{pad}tok");
+        assert_eq!(
+            redact_and_cut(&short, limit, &secrets()),
+            short,
+            "an uncut text keeps its ending"
+        );
+    }
+}
