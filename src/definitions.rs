@@ -293,6 +293,7 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
 
 /// Parses and validates a definitions document, reporting every problem at once.
 pub fn parse(text: &str) -> Result<Definitions, Problems> {
+    limits::prescan(text).map_err(|p| Problems(vec![p]))?;
     let doc: Yaml = serde_yaml_ng::from_str(text)
         .map_err(|e| Problems::one("(document)".into(), format!("not valid YAML: {e}")))?;
     let mut cx = parse::Cx::default();
@@ -314,6 +315,7 @@ pub fn load_file(path: &std::path::Path) -> Result<Definitions, Problems> {
     parse(&text)
 }
 
+pub mod limits;
 mod parse;
 
 pub mod versions;

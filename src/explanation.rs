@@ -136,7 +136,7 @@ pub async fn why(
             .await
             .map_err(|e| e.to_string())?;
         let window = Window {
-            since: now - SignedDuration::from_hours(24 * i64::from(days)),
+            since: crate::store::earlier(now, SignedDuration::from_hours(24 * i64::from(days))),
             until: now,
         };
         let query = source

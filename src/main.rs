@@ -60,8 +60,8 @@ enum Command {
         /// The definitions file.
         #[arg(short, long)]
         file: PathBuf,
-        /// Window length in days, ending now.
-        #[arg(long, default_value_t = 1)]
+        /// Window length in days, ending now (at most 3650).
+        #[arg(long, default_value_t = 1, value_parser = parse_days)]
         days: u32,
         /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
@@ -76,11 +76,11 @@ enum Command {
         /// The definitions file.
         #[arg(short, long)]
         file: PathBuf,
-        /// Days back from now.
-        #[arg(long, default_value_t = 30)]
+        /// Days back from now (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
         /// Sample fires to show, spread across the window.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = parse_sample)]
         sample: usize,
         /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
@@ -157,15 +157,15 @@ enum Command {
         /// Poll every due trigger once, send what is due, print what happened, and exit.
         #[arg(long)]
         once: bool,
-        /// Pollers and senders in this process.
-        #[arg(long, default_value_t = 1)]
+        /// Pollers and senders in this process (1 to 64).
+        #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
         concurrency: usize,
         /// Do not LISTEN for work (for connection poolers): idle senders look every second.
         #[arg(long)]
         poll_only: bool,
         /// How long a claimed delivery is held before another worker may take it over (a
         /// worker that dies mid-send delays its deliveries by at most this).
-        #[arg(long, default_value = "60s")]
+        #[arg(long, default_value = "60s", value_parser = parse_lease)]
         delivery_lease: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
@@ -175,8 +175,8 @@ enum Command {
     Rewind {
         /// The trigger.
         trigger: String,
-        /// How many days back from now.
-        #[arg(long)]
+        /// How many days back from now (at most 3650).
+        #[arg(long, value_parser = parse_days)]
         days: u32,
     },
     /// Explain a key: its fires (buckets, modes, polls) and, for its recent rows that did not
@@ -188,8 +188,8 @@ enum Command {
         rule: String,
         /// The key: a value, or a JSON array for a key of several columns.
         key: String,
-        /// Days of rows to look at.
-        #[arg(long, default_value_t = 30)]
+        /// Days of rows to look at (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
     },
     /// List deliveries, newest first, or show one.
@@ -205,8 +205,8 @@ enum Command {
         /// Only deliveries in this state (pending, sent, suppressed, failed, dead, …).
         #[arg(long)]
         status: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
+        /// At most this many (up to 10000).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
         limit: i64,
     },
     /// Integrations: list them, browse the catalogue, add one, set a credential, enable one that
@@ -405,7 +405,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::SUCCESS);
                 }
                 Some(DeliveriesCommand::Prune { older_than }) => {
-                    let before = Timestamp::now() - older_than;
+                    let before = rowfire::store::earlier(Timestamp::now(), older_than);
                     let n = rowfire::deliver::prune(&store, DEFAULT_WORKSPACE, before).await?;
                     println!(
                         "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
@@ -499,14 +499,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rewind { trigger, days } => {
             let store = open_store().await?;
             let by = SignedDuration::from_hours(24 * i64::from(days));
-            if !poll::rewind(&store, DEFAULT_WORKSPACE, &trigger, by, Timestamp::now()).await? {
+            let now = Timestamp::now();
+            if !poll::rewind(&store, DEFAULT_WORKSPACE, &trigger, by, now).await? {
                 bail!(
                     "unknown trigger \"{trigger}\"; `rowfire status` lists the triggers in force"
                 );
             }
             println!(
                 "{trigger}: watermark moved back to {} and due now; rows that already fired will not fire again",
-                Timestamp::now() - by
+                rowfire::store::earlier(now, by)
             );
             Ok(ExitCode::SUCCESS)
         }

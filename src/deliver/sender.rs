@@ -347,7 +347,7 @@ impl Sender {
     async fn attempt(&self, claimed: &Claimed) -> (Settlement, Option<Attempt>) {
         let now = self.clock.now();
         let wait = |reason: String| Settlement::Release {
-            at: now + SignedDuration::from_mins(1),
+            at: crate::store::later(now, SignedDuration::from_mins(1)),
             reason,
         };
         if let Some(expires) = claimed.expires_at

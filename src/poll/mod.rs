@@ -256,13 +256,13 @@ impl Poller {
         let outcome = match result {
             Ok(Some(until)) => Settle {
                 watermark: Some(until),
-                next_poll_at: now + lease.poll_interval,
+                next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
             },
             Ok(None) => Settle {
                 watermark: None,
-                next_poll_at: now + lease.poll_interval,
+                next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
             },
@@ -271,7 +271,7 @@ impl Poller {
                 let retry = lease.poll_interval.min(RETRY_AFTER_FAILURE);
                 Settle {
                     watermark: None,
-                    next_poll_at: now + retry,
+                    next_poll_at: crate::store::later(now, retry),
                     error: Some(message),
                     now,
                 }
@@ -286,6 +286,9 @@ impl Poller {
         lease: &Lease,
         report: &mut PollReport,
     ) -> Result<Option<Timestamp>, String> {
+        if let Some(problem) = &lease.problem {
+            return Err(problem.clone());
+        }
         let ws = &lease.workspace;
         let store = &self.store;
         let workspace = workspace::get(store, ws).await.map_err(|e| e.to_string())?;
@@ -331,7 +334,7 @@ impl Poller {
             .collect();
 
         let now = self.clock.now();
-        let since = (lease.watermark - lease.lookback).max(lease.origin);
+        let since = crate::store::earlier(lease.watermark, lease.lookback).max(lease.origin);
         let window = Window {
             since: since.min(now),
             until: now,
