@@ -15,6 +15,23 @@ use rowfire::source::Source;
 use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
 use rowfire::{fixture, poll};
 
+/// `print!` for this binary: through [`cli::out::write`], which stops quietly on a closed pipe.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for this binary: through [`cli::out::write`], which stops quietly on a closed pipe.
+macro_rules! println {
+    () => {
+        $crate::cli::out::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod cli;
 use cli::commands::*;
 use cli::*;
@@ -154,9 +171,13 @@ enum Command {
     ///
     /// Example: rowfire worker --once
     Worker {
-        /// Poll every due trigger once, send what is due, print what happened, and exit.
+        /// Poll every due trigger once, send what is due, print what happened, and exit
+        /// (non-zero when a poll failed).
         #[arg(long)]
         once: bool,
+        /// With --once: make every trigger due now first, whatever its next-due time.
+        #[arg(long, requires = "once")]
+        due_now: bool,
         /// Pollers and senders in this process (1 to 64).
         #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
         concurrency: usize,
@@ -352,6 +373,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Worker {
             once,
+            due_now,
             concurrency,
             poll_only,
             delivery_lease,
@@ -360,6 +382,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             store.migrate().await?;
             let opts = cli::WorkerOptions {
                 once,
+                due_now,
                 concurrency: concurrency.max(1),
                 poll_only,
                 delivery_lease,

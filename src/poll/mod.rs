@@ -22,7 +22,7 @@ use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, workspace};
 
 pub(crate) use state::reconcile;
-pub use state::{Lease, Settle, TriggerState, lease_due, list, rewind, settle};
+pub use state::{Lease, Settle, TriggerState, due_now, lease_due, list, rewind, settle};
 
 /// Default trigger lease.
 pub const DEFAULT_LEASE: SignedDuration = SignedDuration::from_mins(5);
@@ -94,7 +94,7 @@ pub struct PollReport {
     pub window: Option<Window>,
     /// Rows read in the window.
     pub matched: u64,
-    /// Fires made, all rules together.
+    /// Rows that made at least one new fire (any rule); `fired + already = matched`.
     pub fired: u64,
     /// Rows that fired for no rule.
     pub already: u64,
@@ -404,6 +404,7 @@ impl Poller {
                 .await
                 .map_err(|e| e.to_string())?;
             report.matched += page.len() as u64;
+            report.fired += fired_rows as u64;
             report.already += (page.len() - fired_rows) as u64;
         }
         reader.finish().await;
@@ -456,7 +457,6 @@ impl Poller {
                     .map_err(|e| self.store.error(e))?;
                 report.rules[slot].fired += claimed.fires.len() as u64;
                 report.rules[slot].already += claimed.already;
-                report.fired += claimed.fires.len() as u64;
                 fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
                 for (fire_id, i) in &claimed.fires {
                     let row = &page[range.start + i];

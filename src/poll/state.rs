@@ -327,3 +327,18 @@ pub async fn rewind(
     tx.commit().await.map_err(|e| store.error(e))?;
     Ok(changed == 1)
 }
+
+/// Makes every trigger of `workspace` due at `now` (`rowfire worker --once --due-now`): the
+/// next poll reads each window as it would have at its time. Returns how many were moved.
+pub async fn due_now(store: &Store, workspace: &str, now: Timestamp) -> Result<u64, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE trigger_state SET next_poll_at = $2
+         WHERE workspace_id = $1 AND removed_at IS NULL AND next_poll_at > $2",
+        [workspace, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(changed)
+}
