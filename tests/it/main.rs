@@ -4,6 +4,7 @@
 mod support;
 
 mod backtests;
+mod bounds;
 mod chaos;
 mod cli;
 mod control_plane;
