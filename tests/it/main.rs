@@ -9,6 +9,7 @@ mod chaos;
 mod cli;
 mod control_plane;
 mod guard_fuzz;
+mod output;
 mod pace;
 mod paging;
 mod poller;
