@@ -255,10 +255,22 @@ enum Command {
     Resume,
 }
 
+/// `--now`: an instant from 1970 to 9000 (so that ten years back and the sample's weeks ahead
+/// stay inside the range the control plane stores).
 pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
-    rowfire::row::parse_timestamp(s).ok_or_else(|| {
+    let at = rowfire::row::parse_timestamp(s).ok_or_else(|| {
         format!("\"{s}\" is not a time; use RFC 3339 (2026-11-29T12:00:00Z) or a date (2026-11-29)")
-    })
+    })?;
+    let (earliest, latest) = (
+        Timestamp::UNIX_EPOCH,
+        Timestamp::constant(221_845_392_000, 0),
+    );
+    if !(earliest..=latest).contains(&at) {
+        return Err(format!(
+            "{at} is out of range; give a time from {earliest} to {latest}"
+        ));
+    }
+    Ok(at)
 }
 
 #[tokio::main]

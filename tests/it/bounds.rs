@@ -184,6 +184,27 @@ fn every_oversized_number_on_the_command_line_is_refused_with_its_maximum() {
         ),
         (&["deliveries", "--limit=-1"], "from 1 to 10000"),
         (
+            &[
+                "fixture",
+                "load",
+                "--into",
+                "sqlite://x.db",
+                "--now=1000-01-01",
+            ],
+            "out of range; give a time from 1970-01-01T00:00:00Z to 9000-01-01T00:00:00Z",
+        ),
+        (
+            &[
+                "fixture",
+                "simulate",
+                "--into",
+                "sqlite://x.db",
+                "--rows",
+                "1000000000",
+            ],
+            "rows may be at most 100000",
+        ),
+        (
             &["worker", "--once", "--concurrency", "100000"],
             "workers may be at most 64",
         ),
