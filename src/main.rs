@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use jiff::{SignedDuration, Timestamp};
 
@@ -333,8 +333,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Push { file } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
+            let text = match rowfire::definitions::read_file(&file) {
+                Ok(text) => text,
+                Err(problems) => {
+                    eprint!("{problems}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
             let store = Store::from_env().await?;
             store.migrate().await?;
             let summary =

@@ -50,9 +50,14 @@ pub fn shown(d: SignedDuration) -> String {
     }
 }
 
-/// Refuses, in one pass over the bytes, a document too large or too deeply nested to parse
-/// quickly. Flow nesting counts every `[`/`{` against every `]`/`}`, quoted or not (which can
-/// only overcount); indentation depth counts the levels of leading spaces in force on a line.
+/// Refuses a document too large or too deeply nested to parse quickly, before it is parsed.
+///
+/// The YAML scanner spends time in proportion to the current nesting on every token, so a
+/// document of nothing but nested brackets costs time quadratic in its size. The nesting is
+/// therefore measured with the same scanner, event by event, stopping at the first collection
+/// deeper than [`MAX_DEPTH`]: every token then costs at most that much, and the whole check is
+/// linear in the document's size. (A count of bracket characters cannot do this: brackets
+/// inside quoted scalars do not nest, and quotes inside plain scalars do not quote.)
 pub(super) fn prescan(text: &str) -> Result<(), Problem> {
     let too = |message: String| Problem {
         path: "(document)".into(),
@@ -64,40 +69,61 @@ pub(super) fn prescan(text: &str) -> Result<(), Problem> {
             text.len()
         )));
     }
-    let mut flow = 0usize;
-    let mut indents: Vec<usize> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let body = line.trim_start_matches(' ');
-        if !body.is_empty() && !body.starts_with('#') {
-            let indent = line.len() - body.len();
-            while indents.last().is_some_and(|&top| top > indent) {
-                indents.pop();
-            }
-            if indents.last() != Some(&indent) {
-                indents.push(indent);
-            }
-            if indents.len() > MAX_DEPTH {
-                return Err(too(format!(
-                    "line {}: indentation is nested more than {MAX_DEPTH} levels deep; definitions never need that, flatten it",
-                    n + 1
-                )));
-            }
+    match deeper_than(text, MAX_DEPTH) {
+        Some(line) => Err(too(format!(
+            "line {line}: collections are nested more than {MAX_DEPTH} deep; definitions never need that, flatten it"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The line (from 1) of the first collection nested deeper than `max`, if any. A document that
+/// is not valid YAML yields `None` at its first error: the parser that follows reports it.
+fn deeper_than(text: &str, max: usize) -> Option<usize> {
+    use std::mem::MaybeUninit;
+    use unsafe_libyaml as y;
+
+    let mut parser = MaybeUninit::<y::yaml_parser_t>::uninit();
+    // SAFETY: `yaml_parser_initialize` fully initialises the parser (it zeroes it and allocates
+    // its buffers) before anything reads it, and `yaml_parser_delete` frees it on every path
+    // below. The input pointer and length describe `text`, which outlives the parser. An event
+    // is read only after `yaml_parser_parse` succeeded and so wrote it, and deleted at once.
+    unsafe {
+        if y::yaml_parser_initialize(parser.as_mut_ptr()).fail {
+            return None;
         }
-        for b in line.bytes() {
-            match b {
-                b'[' | b'{' => {
-                    flow += 1;
-                    if flow > MAX_DEPTH {
-                        return Err(too(format!(
-                            "line {}: brackets are nested more than {MAX_DEPTH} deep; definitions never need that, flatten it",
-                            n + 1
-                        )));
+        let parser = parser.as_mut_ptr();
+        y::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as _);
+        let mut depth = 0usize;
+        let mut found = None;
+        loop {
+            let mut event = MaybeUninit::<y::yaml_event_t>::uninit();
+            if y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
+                break;
+            }
+            let kind = (*event.as_ptr()).type_;
+            let line = (*event.as_ptr()).start_mark.line;
+            y::yaml_event_delete(event.as_mut_ptr());
+            match kind {
+                y::YAML_SEQUENCE_START_EVENT | y::YAML_MAPPING_START_EVENT => {
+                    depth += 1;
+                    if depth > max {
+                        found = Some(
+                            usize::try_from(line)
+                                .unwrap_or(usize::MAX)
+                                .saturating_add(1),
+                        );
+                        break;
                     }
                 }
-                b']' | b'}' => flow = flow.saturating_sub(1),
+                y::YAML_SEQUENCE_END_EVENT | y::YAML_MAPPING_END_EVENT => {
+                    depth = depth.saturating_sub(1)
+                }
+                y::YAML_STREAM_END_EVENT => break,
                 _ => {}
             }
         }
+        y::yaml_parser_delete(parser);
+        found
     }
-    Ok(())
 }

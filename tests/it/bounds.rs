@@ -107,13 +107,20 @@ fn each_oversized_file_shape_is_refused_clearly_in_under_a_second() {
     refused_quickly(
         "nested flow sequences",
         &nested,
-        "brackets are nested more than 64 deep",
+        "collections are nested more than 64 deep",
     );
     let nested_maps = format!("a: {}{}", "{a: ".repeat(100_000), "}".repeat(100_000));
     refused_quickly(
         "nested flow mappings",
         &nested_maps,
-        "brackets are nested more than 64 deep",
+        "collections are nested more than 64 deep",
+    );
+    // Brackets inside quoted scalars do not close anything: counting characters is fooled.
+    let quoted = format!("x: {}1{}", "[\"]\",".repeat(60_000), "]".repeat(60_000));
+    refused_quickly(
+        "nested sequences hiding closers in quotes",
+        &quoted,
+        "line 1: collections are nested more than 64 deep",
     );
     let indented: String = (0..200)
         .map(|i| format!("{}k{i}:\n", " ".repeat(i)))
@@ -121,7 +128,7 @@ fn each_oversized_file_shape_is_refused_clearly_in_under_a_second() {
     refused_quickly(
         "deep indentation",
         &indented,
-        "indentation is nested more than 64 levels deep",
+        "collections are nested more than 64 deep",
     );
     let columns: Vec<String> = (0..100_000).map(|i| format!("c{i}")).collect();
     let wide_key = SAMPLE_DEFINITIONS.replacen(
@@ -241,6 +248,27 @@ fn every_oversized_number_on_the_command_line_is_refused_with_its_maximum() {
         assert!(!out.status.success(), "{args:?} succeeded: {stdout}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // A file past 1 MiB is refused without being read whole, by `validate` and by `push`.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(
+        &big,
+        format!("{SAMPLE_DEFINITIONS}#{}\n", "x".repeat(2 << 20)),
+    )
+    .unwrap();
+    for command in ["validate", "push"] {
+        let args = if command == "push" {
+            vec![command, "-f", big.to_str().unwrap()]
+        } else {
+            vec![command, big.to_str().unwrap()]
+        };
+        let out = rowfire(&args, &env);
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{command}");
+        assert!(
+            stderr.contains("the file is larger than 1048576 bytes (1 MiB)"),
+            "{command}: {stderr}"
+        );
     }
     // The largest accepted values run.
     let rewind = rowfire(&["rewind", "declined_charge", "--days", "3650"], &env);
