@@ -81,31 +81,31 @@ pub(super) fn prescan(text: &str) -> Result<(), Problem> {
 /// is not valid YAML yields `None` at its first error: the parser that follows reports it.
 fn deeper_than(text: &str, max: usize) -> Option<usize> {
     use std::mem::MaybeUninit;
-    use unsafe_libyaml as y;
+    use unsafe_libyaml as unsafe_yaml;
 
-    let mut parser = MaybeUninit::<y::yaml_parser_t>::uninit();
+    let mut parser = MaybeUninit::<unsafe_yaml::yaml_parser_t>::uninit();
     // SAFETY: `yaml_parser_initialize` fully initialises the parser (it zeroes it and allocates
     // its buffers) before anything reads it, and `yaml_parser_delete` frees it on every path
     // below. The input pointer and length describe `text`, which outlives the parser. An event
     // is read only after `yaml_parser_parse` succeeded and so wrote it, and deleted at once.
     unsafe {
-        if y::yaml_parser_initialize(parser.as_mut_ptr()).fail {
+        if unsafe_yaml::yaml_parser_initialize(parser.as_mut_ptr()).fail {
             return None;
         }
         let parser = parser.as_mut_ptr();
-        y::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as _);
+        unsafe_yaml::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as _);
         let mut depth = 0usize;
         let mut found = None;
         loop {
-            let mut event = MaybeUninit::<y::yaml_event_t>::uninit();
-            if y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
+            let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
+            if unsafe_yaml::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
                 break;
             }
             let kind = (*event.as_ptr()).type_;
             let line = (*event.as_ptr()).start_mark.line;
-            y::yaml_event_delete(event.as_mut_ptr());
+            unsafe_yaml::yaml_event_delete(event.as_mut_ptr());
             match kind {
-                y::YAML_SEQUENCE_START_EVENT | y::YAML_MAPPING_START_EVENT => {
+                unsafe_yaml::YAML_SEQUENCE_START_EVENT | unsafe_yaml::YAML_MAPPING_START_EVENT => {
                     depth += 1;
                     if depth > max {
                         found = Some(
@@ -116,14 +116,14 @@ fn deeper_than(text: &str, max: usize) -> Option<usize> {
                         break;
                     }
                 }
-                y::YAML_SEQUENCE_END_EVENT | y::YAML_MAPPING_END_EVENT => {
+                unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => {
                     depth = depth.saturating_sub(1)
                 }
-                y::YAML_STREAM_END_EVENT => break,
+                unsafe_yaml::YAML_STREAM_END_EVENT => break,
                 _ => {}
             }
         }
-        y::yaml_parser_delete(parser);
+        unsafe_yaml::yaml_parser_delete(parser);
         found
     }
 }
