@@ -465,6 +465,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
             let found = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
             tx.rollback().await?;
+            let rule_w = found.iter().map(|d| d.rule.chars().count()).max();
+            let action_w = found.iter().map(|d| d.action.chars().count()).max();
+            let (rule_w, action_w) = (rule_w.unwrap_or(0), action_w.unwrap_or(0));
             for d in &found {
                 let reason = d
                     .reason
@@ -472,7 +475,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     .map(|r| format!("  ({r})"))
                     .unwrap_or_default();
                 println!(
-                    "#{:<7} {:<10} {:<6} {:<28} {:<20} {}{reason}",
+                    "#{:<7} {:<10} {:<6} {:<rule_w$} {:<action_w$} {}{reason}",
                     d.id,
                     d.status,
                     d.mode,
