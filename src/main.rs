@@ -164,7 +164,9 @@ enum Command {
     /// Poll due triggers, claim their fires, and send their deliveries.
     ///
     /// `--once` polls every due trigger once and prints `TRIGGER: matched=N fired=X already=Y`
-    /// and one line per rule, then sends what is due and prints `deliveries: …`. Without it, the
+    /// (rows: `fired + already = matched`) and one line per rule (that rule's fires), then sends
+    /// what is due and prints `deliveries: …`. With nothing due it says when each trigger next
+    /// is (`--due-now` polls them all now); a failed poll makes it exit non-zero. Without it, the
     /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
     /// workers may share one PostgreSQL control plane. Outbound requests go only to public
     /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
