@@ -127,3 +127,40 @@ fn deeper_than(text: &str, max: usize) -> Option<usize> {
         found
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_maximum_is_shown_in_days_when_it_is_whole_days() {
+        assert_eq!(shown(MAX_LOOKBACK), "90d");
+        assert_eq!(shown(SignedDuration::from_secs(90)), "1m 30s");
+        assert_eq!(shown(SignedDuration::from_hours(36)), "36h");
+    }
+
+    #[test]
+    fn nesting_counts_block_and_flow_collections_but_not_brackets_in_scalars() {
+        let block: String = (0..10)
+            .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+            .collect();
+        // Eleven mappings: the document and one per key; the eleventh starts on line 11.
+        assert_eq!(
+            deeper_than(&format!("{block}{}v: 1\n", "  ".repeat(10)), 10),
+            Some(11)
+        );
+        assert_eq!(
+            deeper_than(&format!("{block}{}v: 1\n", "  ".repeat(10)), 11),
+            None
+        );
+        assert_eq!(deeper_than("a: [[[1]]]\n", 4), None);
+        assert_eq!(deeper_than("a: [[[[1]]]]\n", 4), Some(1));
+        assert_eq!(deeper_than("a: \"[[[[[[\"\nb: '{{{{{{'\n", 2), None);
+        assert_eq!(deeper_than("sql: |\n  SELECT a[1][2][3][4]\n", 1), None);
+        assert_eq!(
+            deeper_than("a: [\n", 2),
+            None,
+            "invalid YAML is left to the parser"
+        );
+    }
+}
