@@ -95,8 +95,9 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         store.listen_for_work().await;
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         eprintln!("stopping: finishing the polls and sends in progress");
         let _ = stop_tx.send(true);
     });
@@ -202,19 +203,26 @@ async fn print_nothing_due(store: &Store) -> Result<()> {
     Ok(())
 }
 
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on ctrl-c or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled, so a signal that arrives right after "worker running" is printed
+/// stops the worker cleanly instead of killing it.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 pub(crate) async fn open_store() -> Result<Store> {
@@ -413,8 +421,9 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
     println!("  rowfire fixture simulate --into {}", made.sample_url);
     println!("ctrl-c stops it.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         let _ = stop_tx.send(true);
     });
     poller

@@ -29,7 +29,7 @@ pub const MAX_ACTIONS_PER_RULE: usize = 20;
 pub const MAX_POLL_INTERVAL: SignedDuration = SignedDuration::from_hours(24 * 7);
 /// The longest `lookback`.
 pub const MAX_LOOKBACK: SignedDuration = SignedDuration::from_hours(24 * 90);
-/// The longest anchor `lead` (also bounds a row's lead column).
+/// The longest anchor `lead`.
 pub const MAX_LEAD: SignedDuration = SignedDuration::from_hours(24 * 90);
 /// The longest anchor `look_ahead`.
 pub const MAX_LOOK_AHEAD: SignedDuration = SignedDuration::from_hours(24 * 90);
