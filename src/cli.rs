@@ -21,10 +21,12 @@ use std::process::ExitCode;
 
 pub(crate) mod commands;
 pub(crate) mod integrations;
+pub(crate) mod out;
 
 /// How a worker process runs.
 pub(crate) struct WorkerOptions {
     pub once: bool,
+    pub due_now: bool,
     pub concurrency: usize,
     pub poll_only: bool,
     pub delivery_lease: SignedDuration,
@@ -97,26 +99,15 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         }
     }
     if opts.once {
-        let mut all = Vec::new();
-        for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
-            all.extend(batch?);
-        }
-        all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
-        for report in &all {
-            print!("{report}");
-        }
-        let sent = senders[0].drain().await?;
-        if sent.claimed > 0 {
-            print!("{sent}");
-        }
-        return Ok(ExitCode::SUCCESS);
+        return work_once(&store, &clock, &pollers, &senders[0], opts.due_now).await;
     }
     if !opts.poll_only {
         store.listen_for_work().await;
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         eprintln!("stopping: finishing the polls and sends in progress");
         let _ = stop_tx.send(true);
     });
@@ -150,19 +141,111 @@ async fn keep_clock_synced(store: Store, clock: Clock) {
     }
 }
 
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// `worker --once`: polls every due trigger once (every trigger with `due_now`), prints a line
+/// per trigger and rule, or says that nothing is due and when each trigger next is, sends what
+/// is due, and exits non-zero when a poll failed, after printing everything else.
+async fn work_once(
+    store: &Store,
+    clock: &Clock,
+    pollers: &[Poller],
+    sender: &Sender,
+    due_now: bool,
+) -> Result<ExitCode> {
+    if due_now {
+        poll::due_now(store, DEFAULT_WORKSPACE, clock.now()).await?;
+    }
+    let mut all = Vec::new();
+    let mut control_plane = None;
+    for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
+        match batch {
+            Ok(reports) => all.extend(reports),
+            Err(e) => control_plane = Some(e),
+        }
+    }
+    all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
+    for report in &all {
+        print!("{report}");
+    }
+    if all.is_empty() && control_plane.is_none() {
+        print_nothing_due(store, clock.now()).await?;
+    }
+    let sent = sender.drain().await?;
+    if sent.claimed > 0 {
+        print!("{sent}");
+    }
+    if let Some(e) = control_plane {
+        return Err(anyhow!(e).context("polling stopped: the control plane failed"));
+    }
+    let failed: Vec<&str> = all
+        .iter()
+        .filter(|r| matches!(r.status, poll::PollStatus::Failed(_)))
+        .map(|r| r.trigger.as_str())
+        .collect();
+    if !failed.is_empty() {
+        eprintln!(
+            "error: the poll of {} failed (see above); its watermark stays and it is retried within 30 seconds",
+            failed.join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `worker --once` says when no trigger is due: when each is next due, and how to poll now.
+async fn print_nothing_due(store: &Store, now: Timestamp) -> Result<()> {
+    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
+        .await?
+        .into_iter()
+        .filter(|t| t.removed_at.is_none())
+        .collect();
+    if triggers.is_empty() {
+        println!(
+            "no trigger is due: none is defined; push a definitions file with `rowfire push -f FILE`"
+        );
+        return Ok(());
+    }
+    println!("no trigger is due; next due:");
+    let width = triggers.iter().map(|t| t.trigger.len()).max().unwrap_or(0);
+    for t in &triggers {
+        match &t.problem {
+            Some(problem) => println!("  {:<width$}  {problem}", t.trigger),
+            None => {
+                let wait = SignedDuration::from_secs(now.duration_until(t.next_poll_at).as_secs());
+                println!(
+                    "  {:<width$}  {} (in {:#})",
+                    t.trigger,
+                    t.next_poll_at,
+                    wait.max(SignedDuration::ZERO)
+                );
+            }
+        }
+    }
+    println!(
+        "to poll every trigger now: `rowfire worker --once --due-now`; to re-read past days: `rowfire rewind TRIGGER --days N`"
+    );
+    Ok(())
+}
+
+/// Resolves on ctrl-c or SIGTERM. The handlers are installed when this is called, not when the
+/// future is first polled, so a signal that arrives right after "worker running" is printed
+/// stops the worker cleanly instead of killing it.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 pub(crate) async fn open_store() -> Result<Store> {
@@ -200,26 +283,31 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
     };
     let modes = rules::list(store, DEFAULT_WORKSPACE).await?;
     println!("definitions version {version} on {}", store.shown());
+    // Columns as wide as their longest entry, so long names never push a row out of line.
+    let trigger_w = width(defs.triggers.iter().map(|t| t.name.as_str()));
+    let source_w = width(defs.triggers.iter().map(|t| t.source.as_str()));
     println!("triggers:");
     for t in &defs.triggers {
         println!(
-            "  {:<28} source {:<12} key [{}]",
+            "  {:<trigger_w$} source {:<source_w$} key [{}]",
             t.name,
             t.source,
             t.key.join(", ")
         );
     }
+    let rule_w = width(defs.rules.iter().map(|r| r.name.as_str()));
+    let on_w = width(defs.rules.iter().map(|r| r.trigger.as_str()));
     println!("rules:");
     for r in &defs.rules {
         let mode = modes
             .iter()
             .find(|m| m.rule == r.name)
             .map_or(Mode::Shadow, |m| m.mode);
-        let key = &defs.trigger(&r.trigger).expect("validated").key;
+        let key = defs.trigger(&r.trigger).map_or(&[][..], |t| &t.key[..]);
         println!(
-            "  {:<28} {:<6} on {:<24} {}",
+            "  {:<rule_w$} {:<6} on {:<on_w$} {}",
             r.name,
-            mode,
+            mode.to_string(),
             r.trigger,
             r.cadence.describe(key)
         );
@@ -237,24 +325,33 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
         println!("definitions version {} (pushed {})", v.version, v.pushed_at);
     }
     println!("triggers:");
-    for t in poll::list(store, DEFAULT_WORKSPACE).await? {
-        if t.removed_at.is_some() {
+    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
+        .await?
+        .into_iter()
+        .filter(|t| t.removed_at.is_none())
+        .collect();
+    let trigger_w = width(triggers.iter().map(|t| t.trigger.as_str()));
+    for t in &triggers {
+        if let Some(problem) = &t.problem {
+            println!("  {:<trigger_w$} {problem}", t.trigger);
             continue;
         }
         let error = t.last_error.as_deref().unwrap_or("-");
         println!(
-            "  {:<28} watermark {}  next poll {}  last error: {error}",
+            "  {:<trigger_w$} watermark {}  next poll {}  last error: {error}",
             t.trigger, t.watermark, t.next_poll_at
         );
     }
     println!("rules:");
-    for r in rules::list(store, DEFAULT_WORKSPACE).await? {
+    let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
+    let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
+    for r in rules {
         let state = if r.tombstoned_at.is_some() {
             "removed".to_string()
         } else {
             r.mode.to_string()
         };
-        println!("  {:<28} {state:<7} on {}", r.rule, r.trigger);
+        println!("  {:<rule_w$} {state:<7} on {}", r.rule, r.trigger);
     }
     let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
     let counts = rowfire::deliver::counts(&mut tx, DEFAULT_WORKSPACE).await?;
@@ -280,6 +377,11 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The width of a column: its longest entry, in characters.
+fn width<'a>(entries: impl Iterator<Item = &'a str>) -> usize {
+    entries.map(|e| e.chars().count()).max().unwrap_or(0)
 }
 
 pub(crate) async fn set_mode(rule: &str, mode: Mode) -> Result<ExitCode> {
@@ -349,8 +451,9 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
     );
     println!("ctrl-c stops it.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signalled = shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signalled.await;
         let _ = stop_tx.send(true);
     });
     poller

@@ -301,6 +301,7 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
 
 /// Parses and validates a definitions document, reporting every problem at once.
 pub fn parse(text: &str) -> Result<Definitions, Problems> {
+    limits::prescan(text).map_err(|p| Problems(vec![p]))?;
     let doc: Yaml = serde_yaml_ng::from_str(text)
         .map_err(|e| Problems::one("(document)".into(), format!("not valid YAML: {e}")))?;
     let mut cx = parse::Cx::default();
@@ -313,15 +314,44 @@ pub fn parse(text: &str) -> Result<Definitions, Problems> {
 
 /// Reads and parses a definitions file.
 pub fn load_file(path: &std::path::Path) -> Result<Definitions, Problems> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    parse(&read_file(path)?)
+}
+
+/// Reads a definitions file's text, reading no more than the largest file accepted (a larger
+/// file is refused without being read whole).
+pub fn read_file(path: &std::path::Path) -> Result<String, Problems> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| {
         Problems::one(
             path.display().to_string(),
             format!("cannot read the definitions file: {e}"),
         )
-    })?;
-    parse(&text)
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(limits::MAX_FILE_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(cannot)?;
+    if bytes.len() > limits::MAX_FILE_BYTES {
+        return Err(Problems::one(
+            path.display().to_string(),
+            format!(
+                "the file is larger than {} bytes (1 MiB), the most a definitions file may be; split it or remove unused definitions",
+                limits::MAX_FILE_BYTES
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        Problems::one(
+            path.display().to_string(),
+            "the definitions file is not UTF-8 text".to_string(),
+        )
+    })
 }
 
+pub mod limits;
 mod parse;
 mod undeclared;
 

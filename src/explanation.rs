@@ -58,6 +58,25 @@ pub fn key_candidates(typed: &str) -> Vec<String> {
     out
 }
 
+/// A stored key as `why` prints it, the same whether or not it has fires: a one-column key as
+/// its value (`5`, `acct_012`), a key of several columns as its JSON array.
+pub fn shown_key(encoded: &str) -> String {
+    match serde_json::from_str::<Vec<serde_json::Value>>(encoded).as_deref() {
+        Ok([serde_json::Value::String(s)]) => s.clone(),
+        Ok([v]) if !v.is_array() && !v.is_object() => v.to_string(),
+        _ => encoded.to_string(),
+    }
+}
+
+/// A dedup bucket as `why` prints it: once-ever rules have one bucket, the empty text.
+fn shown_bucket(bucket: &str) -> String {
+    if bucket.is_empty() {
+        "once ever".to_string()
+    } else {
+        format!("bucket {bucket}")
+    }
+}
+
 /// What `why` is asked.
 #[derive(Debug, Clone, Copy)]
 pub struct Question<'a> {
@@ -140,7 +159,7 @@ pub async fn why(
             .await
             .map_err(|e| e.to_string())?;
         let window = Window {
-            since: now - SignedDuration::from_hours(24 * i64::from(days)),
+            since: crate::store::earlier(now, SignedDuration::from_hours(24 * i64::from(days))),
             until: now,
         };
         let query = source
@@ -192,20 +211,26 @@ pub async fn why(
 
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{} for key {}:", self.rule, self.key)?;
+        writeln!(f, "{} for key {}:", self.rule, shown_key(&self.key))?;
         if self.fires.is_empty() {
             writeln!(f, "  no fires")?;
         }
+        let width = self
+            .fires
+            .iter()
+            .map(|fire| shown_bucket(&fire.bucket).chars().count())
+            .max()
+            .unwrap_or(0);
         for fire in &self.fires {
-            let bucket = if fire.bucket.is_empty() {
-                "''"
-            } else {
-                &fire.bucket
-            };
             writeln!(
                 f,
-                "  fire #{} {:<6} bucket {bucket:<12} row clock {}  claimed by poll #{} at {}",
-                fire.id, fire.mode, fire.clock, fire.run_id, fire.fired_at
+                "  fire #{} {:<6} {:<width$}  row clock {}  claimed by poll #{} at {}",
+                fire.id,
+                fire.mode.to_string(),
+                shown_bucket(&fire.bucket),
+                fire.clock,
+                fire.run_id,
+                fire.fired_at
             )?;
         }
         for (mode, count) in &self.occurrences {
@@ -227,13 +252,17 @@ impl fmt::Display for Explanation {
                         }
                         (Some(b), Some(fire)) => writeln!(
                             f,
-                            "  {}  did not fire: bucket {b} was taken by fire #{} (row clock {})",
-                            row.clock, fire.id, fire.clock
+                            "  {}  did not fire: {} was taken by fire #{} (row clock {})",
+                            row.clock,
+                            shown_bucket(b),
+                            fire.id,
+                            fire.clock
                         )?,
                         (Some(b), None) => writeln!(
                             f,
-                            "  {}  not fired yet: bucket {b} is free (not polled yet, or the rule was added later)",
-                            row.clock
+                            "  {}  not fired yet: {} is free (not polled yet, or the rule was added later)",
+                            row.clock,
+                            shown_bucket(b)
                         )?,
                         (None, _) => writeln!(
                             f,
@@ -255,5 +284,15 @@ mod tests {
         assert_eq!(super::key_candidates("acct_012"), vec![r#"["acct_012"]"#]);
         assert_eq!(super::key_candidates("42"), vec![r#"["42"]"#, "[42]"]);
         assert_eq!(super::key_candidates(r#"["a","b"]"#), vec![r#"["a","b"]"#]);
+    }
+
+    #[test]
+    fn a_key_prints_the_same_way_whether_stored_as_text_or_as_a_number() {
+        assert_eq!(super::shown_key("[5]"), "5");
+        assert_eq!(super::shown_key(r#"["3"]"#), "3");
+        assert_eq!(super::shown_key(r#"["acct_012"]"#), "acct_012");
+        assert_eq!(super::shown_key(r#"["a",2]"#), r#"["a",2]"#);
+        assert_eq!(super::shown_bucket(""), "once ever");
+        assert_eq!(super::shown_bucket("2026-W47"), "bucket 2026-W47");
     }
 }

@@ -130,14 +130,14 @@ pub async fn reserve(
             .map(|t| t.0)
             .max()
             .map_or(now, |t| t.max(now));
-        if slot > now + horizon {
+        if slot > crate::store::later(now, horizon) {
             tx.rollback().await?;
             return Ok(Slot::Full(slot));
         }
         execute!(
             &mut tx,
             "UPDATE integration_state SET paused_until = $3 WHERE workspace_id = $1 AND name = $2",
-            [workspace, name, DbTime(slot + interval)]
+            [workspace, name, DbTime(crate::store::later(slot, interval))]
         )?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(Slot::Granted(slot))

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use jiff::{SignedDuration, Timestamp};
 
@@ -14,6 +14,23 @@ use rowfire::rules::Mode;
 use rowfire::source::Source;
 use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
 use rowfire::{fixture, poll};
+
+/// `print!` for this binary: through [`cli::out::write`], which stops quietly on a closed pipe.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for this binary: through [`cli::out::write`], which stops quietly on a closed pipe.
+macro_rules! println {
+    () => {
+        $crate::cli::out::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::out::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 mod cli;
 use cli::commands::*;
@@ -60,8 +77,8 @@ enum Command {
         /// The definitions file.
         #[arg(short, long)]
         file: PathBuf,
-        /// Window length in days, ending now.
-        #[arg(long, default_value_t = 1)]
+        /// Window length in days, ending now (at most 3650).
+        #[arg(long, default_value_t = 1, value_parser = parse_days)]
         days: u32,
         /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
@@ -76,11 +93,11 @@ enum Command {
         /// The definitions file.
         #[arg(short, long)]
         file: PathBuf,
-        /// Days back from now.
-        #[arg(long, default_value_t = 30)]
+        /// Days back from now (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
         /// Sample fires to show, spread across the window.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = parse_sample)]
         sample: usize,
         /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
@@ -147,25 +164,31 @@ enum Command {
     /// Poll due triggers, claim their fires, and send their deliveries.
     ///
     /// `--once` polls every due trigger once and prints `TRIGGER: matched=N fired=X already=Y`
-    /// and one line per rule, then sends what is due and prints `deliveries: …`. Without it, the
+    /// (rows: `fired + already = matched`) and one line per rule (that rule's fires), then sends
+    /// what is due and prints `deliveries: …`. With nothing due it says when each trigger next
+    /// is (`--due-now` polls them all now); a failed poll makes it exit non-zero. Without it, the
     /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
     /// workers may share one PostgreSQL control plane. Outbound requests go only to public
     /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
     ///
     /// Example: rowfire worker --once
     Worker {
-        /// Poll every due trigger once, send what is due, print what happened, and exit.
+        /// Poll every due trigger once, send what is due, print what happened, and exit
+        /// (non-zero when a poll failed).
         #[arg(long)]
         once: bool,
-        /// Pollers and senders in this process.
-        #[arg(long, default_value_t = 1)]
+        /// With --once: make every trigger due now first, whatever its next-due time.
+        #[arg(long, requires = "once")]
+        due_now: bool,
+        /// Pollers and senders in this process (1 to 64).
+        #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
         concurrency: usize,
         /// Do not LISTEN for work (for connection poolers): idle senders look every second.
         #[arg(long)]
         poll_only: bool,
         /// How long a claimed delivery is held before another worker may take it over (a
         /// worker that dies mid-send delays its deliveries by at most this).
-        #[arg(long, default_value = "60s")]
+        #[arg(long, default_value = "60s", value_parser = parse_lease)]
         delivery_lease: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
@@ -175,8 +198,8 @@ enum Command {
     Rewind {
         /// The trigger.
         trigger: String,
-        /// How many days back from now.
-        #[arg(long)]
+        /// How many days back from now (at most 3650).
+        #[arg(long, value_parser = parse_days)]
         days: u32,
     },
     /// Explain a key: its fires (buckets, modes, polls) and, for its recent rows that did not
@@ -188,8 +211,8 @@ enum Command {
         rule: String,
         /// The key: a value, or a JSON array for a key of several columns.
         key: String,
-        /// Days of rows to look at.
-        #[arg(long, default_value_t = 30)]
+        /// Days of rows to look at (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
     },
     /// List deliveries, newest first, or show one.
@@ -205,8 +228,8 @@ enum Command {
         /// Only deliveries in this state (pending, sent, suppressed, failed, dead, …).
         #[arg(long)]
         status: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 50)]
+        /// At most this many (up to 10000).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
         limit: i64,
     },
     /// Integrations: list them, browse the catalogue, add one, set a credential, enable one that
@@ -234,10 +257,22 @@ enum Command {
     Resume,
 }
 
+/// `--now`: an instant from 1970 to 9000 (so that ten years back and the sample's weeks ahead
+/// stay inside the range the control plane stores).
 pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
-    rowfire::row::parse_timestamp(s).ok_or_else(|| {
+    let at = rowfire::row::parse_timestamp(s).ok_or_else(|| {
         format!("\"{s}\" is not a time; use RFC 3339 (2026-11-29T12:00:00Z) or a date (2026-11-29)")
-    })
+    })?;
+    let (earliest, latest) = (
+        Timestamp::UNIX_EPOCH,
+        Timestamp::constant(221_845_392_000, 0),
+    );
+    if !(earliest..=latest).contains(&at) {
+        return Err(format!(
+            "{at} is out of range; give a time from {earliest} to {latest}"
+        ));
+    }
+    Ok(at)
 }
 
 #[tokio::main]
@@ -300,8 +335,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Push { file } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
+            let text = match rowfire::definitions::read_file(&file) {
+                Ok(text) => text,
+                Err(problems) => {
+                    eprint!("{problems}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
             let store = Store::from_env().await?;
             store.migrate().await?;
             let summary =
@@ -355,6 +395,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Worker {
             once,
+            due_now,
             concurrency,
             poll_only,
             delivery_lease,
@@ -363,6 +404,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             store.migrate().await?;
             let opts = cli::WorkerOptions {
                 once,
+                due_now,
                 concurrency: concurrency.max(1),
                 poll_only,
                 delivery_lease,
@@ -408,7 +450,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::SUCCESS);
                 }
                 Some(DeliveriesCommand::Prune { older_than }) => {
-                    let before = Timestamp::now() - older_than;
+                    let before = rowfire::store::earlier(Timestamp::now(), older_than);
                     let n = rowfire::deliver::prune(&store, DEFAULT_WORKSPACE, before).await?;
                     println!(
                         "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
@@ -428,6 +470,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
             let found = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
             tx.rollback().await?;
+            let rule_w = found.iter().map(|d| d.rule.chars().count()).max();
+            let action_w = found.iter().map(|d| d.action.chars().count()).max();
+            let (rule_w, action_w) = (rule_w.unwrap_or(0), action_w.unwrap_or(0));
             for d in &found {
                 let reason = d
                     .reason
@@ -435,7 +480,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     .map(|r| format!("  ({r})"))
                     .unwrap_or_default();
                 println!(
-                    "#{:<7} {:<10} {:<6} {:<28} {:<20} {}{reason}",
+                    "#{:<7} {:<10} {:<6} {:<rule_w$} {:<action_w$} {}{reason}",
                     d.id,
                     d.status,
                     d.mode,
@@ -502,14 +547,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rewind { trigger, days } => {
             let store = open_store().await?;
             let by = SignedDuration::from_hours(24 * i64::from(days));
-            if !poll::rewind(&store, DEFAULT_WORKSPACE, &trigger, by, Timestamp::now()).await? {
+            let now = Timestamp::now();
+            if !poll::rewind(&store, DEFAULT_WORKSPACE, &trigger, by, now).await? {
                 bail!(
                     "unknown trigger \"{trigger}\"; `rowfire status` lists the triggers in force"
                 );
             }
             println!(
                 "{trigger}: watermark moved back to {} and due now; rows that already fired will not fire again",
-                Timestamp::now() - by
+                rowfire::store::earlier(now, by)
             );
             Ok(ExitCode::SUCCESS)
         }

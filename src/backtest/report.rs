@@ -84,7 +84,7 @@ pub struct Report {
     pub per_day: Vec<DayCount>,
     /// The busiest day.
     pub busiest_day: Option<DayCount>,
-    /// The quietest day.
+    /// The quietest day with any fire (none when no day had one).
     pub quietest_day: Option<DayCount>,
     /// The longest run of days without fires.
     pub longest_zero_run: Option<ZeroRun>,
@@ -138,7 +138,13 @@ impl Report {
             .collect();
         // Ties go to the earliest day.
         self.busiest_day = self.per_day.iter().rev().max_by_key(|d| d.fires).cloned();
-        self.quietest_day = self.per_day.iter().min_by_key(|d| d.fires).cloned();
+        // The quietest day with any fire: a day without fires is a zero run, not a quiet day.
+        self.quietest_day = self
+            .per_day
+            .iter()
+            .filter(|d| d.fires > 0)
+            .min_by_key(|d| d.fires)
+            .cloned();
         let (mut best, mut run_start, mut best_start) = (0usize, 0usize, 0usize);
         for (i, &n) in counts.iter().enumerate() {
             if n != 0 {
@@ -280,8 +286,18 @@ mod tests {
         let mut r = Report::default();
         r.set_days("2026-11-01".parse().unwrap(), &[3, 0, 3, 0]);
         assert_eq!(r.busiest_day.unwrap().date, "2026-11-01");
-        assert_eq!(r.quietest_day.unwrap().date, "2026-11-02");
+        assert_eq!(r.quietest_day.unwrap().date, "2026-11-01");
         assert_eq!(r.longest_zero_run.unwrap().days, 1);
+    }
+
+    #[test]
+    fn the_quietest_day_is_the_quietest_with_any_fire() {
+        let mut r = Report::default();
+        r.set_days("2026-11-01".parse().unwrap(), &[0, 4, 2, 0, 7]);
+        let quietest = r.quietest_day.clone().unwrap();
+        assert_eq!((quietest.date.as_str(), quietest.fires), ("2026-11-03", 2));
+        r.set_days("2026-11-01".parse().unwrap(), &[0, 0]);
+        assert_eq!(r.quietest_day, None, "no day had a fire");
     }
 
     #[test]

@@ -129,16 +129,25 @@ pub(crate) enum DeliveriesCommand {
     },
 }
 
+/// An age such as `30d`, `12h` or `90m`, of at most [`MAX_DAYS`] days.
 pub(crate) fn parse_age(s: &str) -> Result<SignedDuration, String> {
-    let days = s
-        .strip_suffix('d')
-        .and_then(|n| n.trim().parse::<i64>().ok());
-    match days {
-        Some(d) if d >= 0 => Ok(SignedDuration::from_hours(24 * d)),
+    let too_old = || format!("an age may be at most {MAX_DAYS}d (ten years), found {s}");
+    let age = match s.strip_suffix('d') {
+        Some(n) if !n.is_empty() && n.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            let days: i64 = n.trim().parse().map_err(|_| too_old())?;
+            SignedDuration::from_secs(days.checked_mul(86_400).ok_or_else(too_old)?)
+        }
         _ => s
             .parse::<SignedDuration>()
-            .map_err(|_| format!("\"{s}\" is not an age; use 30d, 12h or 90m")),
+            .map_err(|_| format!("\"{s}\" is not an age; use 30d, 12h or 90m"))?,
+    };
+    if age.is_negative() {
+        return Err(format!("\"{s}\" is not an age; use 30d, 12h or 90m"));
     }
+    if age > SignedDuration::from_hours(24 * i64::from(MAX_DAYS)) {
+        return Err(too_old());
+    }
+    Ok(age)
 }
 
 #[derive(Subcommand)]
@@ -163,7 +172,62 @@ pub(crate) enum FixtureCommand {
         #[arg(long)]
         into: String,
         /// Declined payments to add.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = parse_rows)]
         rows: usize,
     },
+}
+
+/// The most days any command reaches back (`--days`, `--older-than`): ten years.
+pub(crate) const MAX_DAYS: u32 = 3650;
+/// The longest `--delivery-lease`.
+pub(crate) const MAX_DELIVERY_LEASE: SignedDuration = SignedDuration::from_hours(1);
+
+/// A whole number from `min` to `max`, or an error that names both.
+fn bounded(s: &str, what: &str, min: u64, max: u64) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        Ok(n) if n > max => Err(format!("{what} may be at most {max}, found {n}")),
+        _ => Err(format!(
+            "\"{s}\" is not a whole number of {what} from {min} to {max}"
+        )),
+    }
+}
+
+/// `--days`: 1 to [`MAX_DAYS`].
+pub(crate) fn parse_days(s: &str) -> Result<u32, String> {
+    bounded(s, "days", 1, u64::from(MAX_DAYS)).map(|n| n as u32)
+}
+
+/// `--concurrency`: 1 to 64 pollers and senders.
+pub(crate) fn parse_concurrency(s: &str) -> Result<usize, String> {
+    bounded(s, "workers", 1, 64).map(|n| n as usize)
+}
+
+/// `--limit`: 1 to 10000 rows listed.
+pub(crate) fn parse_limit(s: &str) -> Result<i64, String> {
+    bounded(s, "rows", 1, 10_000).map(|n| n as i64)
+}
+
+/// `--sample`: 0 to 1000 sample fires.
+pub(crate) fn parse_sample(s: &str) -> Result<usize, String> {
+    bounded(s, "sample fires", 0, 1_000).map(|n| n as usize)
+}
+
+/// `fixture simulate --rows`: 1 to 100000 rows.
+pub(crate) fn parse_rows(s: &str) -> Result<usize, String> {
+    bounded(s, "rows", 1, 100_000).map(|n| n as usize)
+}
+
+/// `--delivery-lease`: a duration of at most [`MAX_DELIVERY_LEASE`].
+pub(crate) fn parse_lease(s: &str) -> Result<SignedDuration, String> {
+    let lease: SignedDuration = s
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration; use 60s, 5m or 1h"))?;
+    if lease > MAX_DELIVERY_LEASE {
+        return Err(format!(
+            "the delivery lease may be at most {:#}, found {s}",
+            MAX_DELIVERY_LEASE
+        ));
+    }
+    Ok(lease)
 }

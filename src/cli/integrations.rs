@@ -110,8 +110,7 @@ pub(crate) async fn add(
             integrations::settings(&pairs)
         }
         (None, Some(file)) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading {}", file.display()))?;
+            let text = rowfire::definitions::read_file(file).map_err(|e| anyhow!(e.to_string()))?;
             match base_url {
                 Some(u) => format!("{text}\n{}", integrations::settings(&[("base_url", u)])),
                 None => text,

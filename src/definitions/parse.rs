@@ -155,39 +155,71 @@ impl Cx {
         }
     }
 
-    fn positive(&mut self, m: &Mapping, key: &str, path: &str) -> Option<u64> {
+    fn positive(&mut self, m: &Mapping, key: &str, path: &str, max: u64) -> Option<u64> {
         let v = m.get(key)?;
         match v.as_u64() {
-            Some(n) if n > 0 => Some(n),
+            Some(n) if n > 0 && n <= max => Some(n),
+            Some(n) if n > max => {
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!("{key} may be at most {max}, found {n}"),
+                );
+                None
+            }
             _ => {
                 self.problem(
                     format!("{path}.{key}"),
-                    format!("expected a whole number above 0, found {}", yaml_text(v)),
+                    format!(
+                        "expected a whole number from 1 to {max}, found {}",
+                        yaml_text(v)
+                    ),
                 );
                 None
             }
         }
     }
 
-    fn optional_duration(&mut self, m: &Mapping, key: &str, path: &str) -> Option<SignedDuration> {
+    fn optional_duration(
+        &mut self,
+        m: &Mapping,
+        key: &str,
+        path: &str,
+        max: SignedDuration,
+    ) -> Option<SignedDuration> {
         m.get(key)?;
-        Some(self.duration(m, key, path, SignedDuration::ZERO))
+        Some(self.duration(m, key, path, SignedDuration::ZERO, max))
     }
 
+    /// A positive duration (`lookback` may be zero) of at most `max`, or `default` when absent.
     fn duration(
         &mut self,
         m: &Mapping,
         key: &str,
         path: &str,
         default: SignedDuration,
+        max: SignedDuration,
     ) -> SignedDuration {
         let Some(v) = m.get(key) else { return default };
         let parsed = match v {
-            Yaml::String(s) => s.parse::<SignedDuration>().ok(),
-            Yaml::Number(n) => n.as_u64().map(|s| SignedDuration::from_secs(s as i64)),
+            Yaml::String(s) => parse_duration(s),
+            Yaml::Number(n) => n
+                .as_u64()
+                .and_then(|s| i64::try_from(s).ok())
+                .map(SignedDuration::from_secs),
             _ => None,
         };
         match parsed {
+            Some(d) if d > max => {
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!(
+                        "{key} may be at most {}, found {}",
+                        limits::shown(max),
+                        yaml_text(v)
+                    ),
+                );
+                default.min(max)
+            }
             Some(d) if d.is_positive() || (d.is_zero() && key == "lookback") => d,
             _ => {
                 self.problem(
@@ -212,6 +244,17 @@ impl Cx {
                 Vec::new()
             }
             Some(Yaml::String(s)) if !s.trim().is_empty() => vec![s.clone()],
+            Some(Yaml::Sequence(items)) if items.len() > limits::MAX_KEY_COLUMNS => {
+                self.problem(
+                    p,
+                    format!(
+                        "{key} may list at most {} columns, found {}",
+                        limits::MAX_KEY_COLUMNS,
+                        items.len()
+                    ),
+                );
+                Vec::new()
+            }
             Some(Yaml::Sequence(items)) if !items.is_empty() => {
                 let cols: Vec<String> = items
                     .iter()
@@ -241,8 +284,35 @@ impl Cx {
         }
     }
 
+    /// Refuses a section with more entries than `max` before any entry is read.
+    fn count(&mut self, top: &Mapping, key: &str, max: usize) -> bool {
+        let n = match top.get(key) {
+            Some(Yaml::Mapping(m)) => m.len(),
+            _ => 0,
+        };
+        if n > max {
+            self.problem(
+                key,
+                format!("{n} {key}; a definitions file may have at most {max}; split the workspace or remove unused ones"),
+            );
+        }
+        n <= max
+    }
+
     pub(super) fn document(&mut self, doc: &Yaml) -> Option<Definitions> {
         let top = self.mapping(doc, "(document)", TOP_KEYS)?;
+        let counted = [
+            ("sources", limits::MAX_SOURCES),
+            ("integrations", limits::MAX_INTEGRATIONS),
+            ("triggers", limits::MAX_TRIGGERS),
+            ("rules", limits::MAX_RULES),
+        ];
+        if !counted
+            .into_iter()
+            .fold(true, |ok, (key, max)| self.count(top, key, max) && ok)
+        {
+            return None;
+        }
         match top.get("version").map(|v| (v, v.as_u64())) {
             Some((_, Some(2))) => {}
             None => self.problem("version", "required; add `version: 2`"),
@@ -342,10 +412,11 @@ impl Cx {
                 );
             }
         }
-        if let Some(ms) = self.positive(m, "statement_timeout_ms", path) {
+        let max_ms = limits::MAX_STATEMENT_TIMEOUT_MS;
+        if let Some(ms) = self.positive(m, "statement_timeout_ms", path, max_ms) {
             def.statement_timeout = Duration::from_millis(ms);
         }
-        if let Some(rows) = self.positive(m, "max_rows", path) {
+        if let Some(rows) = self.positive(m, "max_rows", path, limits::MAX_PAGE_ROWS) {
             def.page_size = rows as usize;
         }
         def.allow_functions = self.allow_functions(m, path);
@@ -427,8 +498,10 @@ impl Cx {
         let event_time = self.string(m, "event_time", &path, true);
         let key = self.columns(m, "key", &path, true);
         let occurrence = self.columns(m, "occurrence", &path, false);
-        let poll_interval = self.duration(m, "poll_interval", &path, DEFAULT_POLL_INTERVAL);
-        let lookback = self.duration(m, "lookback", &path, DEFAULT_LOOKBACK);
+        let (interval, max) = (DEFAULT_POLL_INTERVAL, limits::MAX_POLL_INTERVAL);
+        let poll_interval = self.duration(m, "poll_interval", &path, interval, max);
+        let (lookback, max) = (DEFAULT_LOOKBACK, limits::MAX_LOOKBACK);
+        let lookback = self.duration(m, "lookback", &path, lookback, max);
         let description = self.string(m, "description", &path, false);
         Some(Trigger {
             name: name.to_string(),
@@ -454,6 +527,19 @@ fn default_source(name: &str) -> SourceDef {
         declared: true,
         allow_functions: Vec::new(),
     }
+}
+
+/// A duration such as `90s`, `10m`, `1h30m`, or whole days such as `7d`.
+fn parse_duration(s: &str) -> Option<SignedDuration> {
+    let t = s.trim();
+    if let Some(days) = t.strip_suffix('d')
+        && !days.is_empty()
+        && days.bytes().all(|b| b.is_ascii_digit())
+    {
+        let days: i64 = days.parse().ok()?;
+        return days.checked_mul(86_400).map(SignedDuration::from_secs);
+    }
+    t.parse().ok()
 }
 
 fn valid_name(name: &str) -> bool {

@@ -70,6 +70,8 @@ async fn push_in(
         |r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?))
     )?;
     let mut summary = PushSummary::default();
+    // Even an unchanged document repairs trigger state stored out of range.
+    poll::state::repair(tx, workspace, now).await?;
     match current.first() {
         Some((version, sum)) if *sum == checksum => {
             summary.version = *version;

@@ -197,7 +197,7 @@ pub async fn enqueue(
                 reason,
                 DbTime(now),
                 sent_at,
-                rule.expire_after.map(|e| DbTime(now + e))
+                rule.expire_after.map(|e| DbTime(crate::store::later(now, e)))
             ],
             |r| r.try_get::<i64, _>(0)
         )?[0];
@@ -238,7 +238,7 @@ async fn capped(
         "SELECT COUNT(DISTINCT fire_id) FROM delivery
          WHERE workspace_id = $1 AND rule_name = $2 AND mode = $3 AND recipient = $4 AND created_at > $5
            AND fire_id <> $6 AND (status IN ('pending', 'sent') OR reason = 'shadow')",
-        [workspace, &rule.name, mode.to_string(), recipient, DbTime(now - cap.per), fire_id],
+        [workspace, &rule.name, mode.to_string(), recipient, DbTime(crate::store::earlier(now, cap.per)), fire_id],
         |r| r.try_get::<i64, _>(0)
     )?[0];
     Ok((recent >= i64::from(cap.max)).then(|| {

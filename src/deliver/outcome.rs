@@ -143,7 +143,7 @@ pub fn judge(
         wait = wait.max(asked.clamp(SignedDuration::ZERO, RETRY_AFTER_CAP));
     }
     Verdict::Retry {
-        at: now + wait,
+        at: crate::store::later(now, wait),
         reason,
     }
 }

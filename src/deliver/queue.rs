@@ -118,7 +118,11 @@ pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>,
         let lines = fetch_all!(
             &mut tx,
             &sql,
-            [DbTime(now), DEFAULT_BATCH, DbTime(now + DEFAULT_LEASE)],
+            [
+                DbTime(now),
+                DEFAULT_BATCH,
+                DbTime(crate::store::later(now, DEFAULT_LEASE))
+            ],
             |r| match r.try_get::<String, _>(0) {
                 Ok(line) => Ok(line),
                 Err(_) => r.try_get::<String, _>(3),
@@ -167,7 +171,7 @@ pub async fn claim_due(
         let rows = fetch_all!(
             &mut tx,
             sql,
-            [DbTime(now), limit, DbTime(now + lease)],
+            [DbTime(now), limit, DbTime(crate::store::later(now, lease))],
             |r| Ok(Claimed {
                 id: r.try_get(0)?,
                 workspace: r.try_get(1)?,

@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::definitions::{Definitions, versions};
 use crate::integrations;
 use crate::secret::MasterKey;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, later};
 
 /// The longest a sender waits for its rate-limit slot; a later slot releases the delivery.
 const PACING_HORIZON: SignedDuration = SignedDuration::from_secs(1);
@@ -243,7 +243,10 @@ impl Sender {
                 return Err(e);
             }
             tracing::warn!(error = %e, "settling finished sends failed; retrying");
-            let until = self.clock.now() + SignedDuration::try_from(pause).unwrap_or_default();
+            let until = later(
+                self.clock.now(),
+                SignedDuration::try_from(pause).unwrap_or_default(),
+            );
             self.clock.sleep_until(until).await;
             pause = (pause * 2).min(Duration::from_secs(5));
             tries += 1;
@@ -347,7 +350,7 @@ impl Sender {
     async fn attempt(&self, claimed: &Claimed) -> (Settlement, Option<Attempt>) {
         let now = self.clock.now();
         let wait = |reason: String| Settlement::Release {
-            at: now + SignedDuration::from_mins(1),
+            at: later(now, SignedDuration::from_mins(1)),
             reason,
         };
         if let Some(expires) = claimed.expires_at
@@ -414,13 +417,13 @@ impl Sender {
         } else {
             SignedDuration::ZERO
         };
-        if self.clock.now() + horizon + timeout + LEASE_MARGIN > claimed.lease_expires_at {
+        if later(self.clock.now(), horizon + timeout + LEASE_MARGIN) > claimed.lease_expires_at {
             let reason = format!(
                 "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
                 claimed.integration, timeout
             );
             tracing::warn!(delivery = claimed.id, "{reason}");
-            let at = self.clock.now() + SignedDuration::from_secs(5);
+            let at = later(self.clock.now(), SignedDuration::from_secs(5));
             return (Settlement::Release { at, reason }, None);
         }
         // Built before a rate-limit slot is booked, so a request that cannot be built never
@@ -478,7 +481,7 @@ impl Sender {
         let outcome = match verdict {
             Verdict::Sent => Settlement::Sent,
             Verdict::Retry { at, reason } => {
-                let pause_until = ended + super::outcome::integration_pause(&result, ended);
+                let pause_until = later(ended, super::outcome::integration_pause(&result, ended));
                 if matches!(result, AttemptResult::Response { status: 429, .. })
                     && let Err(e) = integrations::pause(
                         &self.store,
@@ -515,7 +518,7 @@ impl Sender {
                 // Disabled, it is not claimed until enabled; if disabling failed, it waits a
                 // minute rather than meeting the 410 again at once.
                 Settlement::Retry {
-                    at: ended + SignedDuration::from_mins(1),
+                    at: later(ended, SignedDuration::from_mins(1)),
                     reason: format!(
                         "waiting: {reason}; `rowfire integrations enable {}` sends it",
                         claimed.integration

@@ -22,7 +22,7 @@ use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, workspace};
 
 pub(crate) use state::reconcile;
-pub use state::{Lease, Settle, TriggerState, lease_due, list, rewind, settle};
+pub use state::{Lease, Settle, TriggerState, due_now, lease_due, list, rewind, settle};
 
 /// Default trigger lease.
 pub const DEFAULT_LEASE: SignedDuration = SignedDuration::from_mins(5);
@@ -100,7 +100,7 @@ pub struct PollReport {
     pub window: Option<Window>,
     /// Rows read in the window.
     pub matched: u64,
-    /// Fires made, all rules together.
+    /// Rows that made at least one new fire (any rule); `fired + already = matched`.
     pub fired: u64,
     /// Rows that fired for no rule.
     pub already: u64,
@@ -262,13 +262,13 @@ impl Poller {
         let outcome = match result {
             Ok(Some(until)) => Settle {
                 watermark: Some(until),
-                next_poll_at: now + lease.poll_interval,
+                next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
             },
             Ok(None) => Settle {
                 watermark: None,
-                next_poll_at: now + lease.poll_interval,
+                next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
             },
@@ -277,7 +277,7 @@ impl Poller {
                 let retry = lease.poll_interval.min(RETRY_AFTER_FAILURE);
                 Settle {
                     watermark: None,
-                    next_poll_at: now + retry,
+                    next_poll_at: crate::store::later(now, retry),
                     error: Some(message),
                     now,
                 }
@@ -292,6 +292,9 @@ impl Poller {
         lease: &Lease,
         report: &mut PollReport,
     ) -> Result<Option<Timestamp>, String> {
+        if let Some(problem) = &lease.problem {
+            return Err(problem.clone());
+        }
         let ws = &lease.workspace;
         let store = &self.store;
         let workspace = workspace::get(store, ws).await.map_err(|e| e.to_string())?;
@@ -337,7 +340,7 @@ impl Poller {
             .collect();
 
         let now = self.clock.now();
-        let since = (lease.watermark - lease.lookback).max(lease.origin);
+        let since = crate::store::earlier(lease.watermark, lease.lookback).max(lease.origin);
         let window = Window {
             since: since.min(now),
             until: now,
@@ -407,6 +410,7 @@ impl Poller {
                 .await
                 .map_err(|e| e.to_string())?;
             report.matched += page.len() as u64;
+            report.fired += fired_rows as u64;
             report.already += (page.len() - fired_rows) as u64;
         }
         reader.finish().await;
@@ -459,7 +463,6 @@ impl Poller {
                     .map_err(|e| self.store.error(e))?;
                 report.rules[slot].fired += claimed.fires.len() as u64;
                 report.rules[slot].already += claimed.already;
-                report.fired += claimed.fires.len() as u64;
                 fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
                 for (fire_id, i) in &claimed.fires {
                     let row = &page[range.start + i];

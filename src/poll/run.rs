@@ -12,7 +12,7 @@ use crate::store::{DbTime, Store, StoreError, execute, fetch_all};
 pub struct RunCounts {
     /// Rows read in the window.
     pub matched: u64,
-    /// Fires made (all rules).
+    /// Rows that made at least one new fire (any rule).
     pub fired: u64,
     /// Rows that fired for no rule.
     pub already: u64,

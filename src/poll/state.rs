@@ -5,7 +5,7 @@
 use jiff::{SignedDuration, Timestamp};
 use sqlx::Row as _;
 
-use crate::definitions::Definitions;
+use crate::definitions::{Definitions, limits};
 use crate::sql_guard::Dialect;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
 
@@ -24,6 +24,34 @@ pub struct TriggerState {
     pub last_error: Option<String>,
     /// When it was removed from the definitions, if it was.
     pub removed_at: Option<Timestamp>,
+    /// A stored instant that cannot be read or lies outside the range the control plane keeps,
+    /// with the command that repairs it; `watermark` and `next_poll_at` are then placeholders.
+    pub problem: Option<String>,
+}
+
+/// Checks an instant read from `trigger_state`: unreadable or outside [`DbTime::EARLIEST`,
+/// `DbTime::LATEST`] becomes an error naming the column, never a crash.
+fn stored(column: &str, got: Result<DbTime, sqlx::Error>) -> Result<Timestamp, String> {
+    match got {
+        Ok(t) if DbTime::in_range(t.0) => Ok(t.0),
+        Ok(t) => Err(format!("its stored {column} {} is out of range", t.0)),
+        Err(_) => Err(format!("its stored {column} cannot be read")),
+    }
+}
+
+/// The advice for a trigger whose stored state is out of range.
+fn repair_advice(trigger: &str, what: &str) -> String {
+    format!(
+        "trigger {trigger}: {what} (Rowfire keeps times from {} to {}); run `rowfire rewind {trigger} --days 1` or push the definitions again to reset it",
+        DbTime::EARLIEST,
+        DbTime::LATEST
+    )
+}
+
+/// Stored intervals bounded as the definitions bound them, so a value stored before the bounds
+/// existed cannot overflow a due time.
+fn stored_interval(ms: i64, max: SignedDuration) -> SignedDuration {
+    SignedDuration::from_millis(ms).clamp(SignedDuration::ZERO, max)
 }
 
 type Names = Vec<String>;
@@ -93,6 +121,28 @@ pub(crate) async fn reconcile(
     Ok((new, removed))
 }
 
+/// Resets every instant of `workspace`'s triggers that is stored out of range (a watermark
+/// rewound millennia, planted by hand, or unreadable) to `now`; part of every `push`. Returns
+/// how many triggers it repaired.
+pub(crate) async fn repair(
+    tx: &mut StoreTx,
+    workspace: &str,
+    now: Timestamp,
+) -> Result<u64, sqlx::Error> {
+    let (lo, hi) = (DbTime(DbTime::EARLIEST), DbTime(DbTime::LATEST));
+    execute!(
+        &mut *tx,
+        "UPDATE trigger_state SET
+             watermark = CASE WHEN watermark < $3 OR watermark > $4 THEN $2 ELSE watermark END,
+             origin = CASE WHEN origin < $3 OR origin > $4 THEN $2 ELSE origin END,
+             next_poll_at = CASE WHEN next_poll_at < $3 OR next_poll_at > $4 THEN $2 ELSE next_poll_at END,
+             lease_expires_at = CASE WHEN lease_expires_at < $3 OR lease_expires_at > $4 THEN NULL ELSE lease_expires_at END
+         WHERE workspace_id = $1 AND (watermark < $3 OR watermark > $4 OR origin < $3 OR origin > $4
+             OR next_poll_at < $3 OR next_poll_at > $4 OR lease_expires_at < $3 OR lease_expires_at > $4)",
+        [workspace, DbTime(now), lo, hi]
+    )
+}
+
 /// Every trigger's state, removed ones included, by name.
 pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, StoreError> {
     let mut tx = store.begin(workspace).await?;
@@ -100,14 +150,24 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
         &mut tx,
         "SELECT trigger_name, source_name, watermark, next_poll_at, last_error, removed_at FROM trigger_state WHERE workspace_id = $1 ORDER BY trigger_name",
         [workspace],
-        |r| Ok(TriggerState {
-            trigger: r.try_get(0)?,
-            source: r.try_get(1)?,
-            watermark: r.try_get::<DbTime, _>(2)?.0,
-            next_poll_at: r.try_get::<DbTime, _>(3)?.0,
-            last_error: r.try_get(4)?,
-            removed_at: r.try_get::<Option<DbTime>, _>(5)?.map(|t| t.0),
-        })
+        |r| {
+            let trigger: String = r.try_get(0)?;
+            let watermark = stored("watermark", r.try_get::<DbTime, _>(2));
+            let next_poll_at = stored("next poll", r.try_get::<DbTime, _>(3));
+            let problem = [&watermark, &next_poll_at]
+                .into_iter()
+                .find_map(|t| t.as_ref().err())
+                .map(|what| repair_advice(&trigger, what));
+            Ok(TriggerState {
+                source: r.try_get(1)?,
+                watermark: watermark.unwrap_or(DbTime::EARLIEST),
+                next_poll_at: next_poll_at.unwrap_or(DbTime::EARLIEST),
+                last_error: r.try_get(4)?,
+                removed_at: r.try_get::<Option<DbTime>, _>(5).ok().flatten().map(|t| t.0),
+                trigger,
+                problem,
+            })
+        }
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -135,6 +195,9 @@ pub struct Lease {
     pub poll_interval: SignedDuration,
     /// When the lease lapses.
     pub expires_at: Timestamp,
+    /// Why the trigger cannot be polled as stored (an out-of-range watermark or origin), with
+    /// the command that repairs it; the poll fails with it and nothing is read.
+    pub problem: Option<String>,
 }
 
 const LEASE_PG: &str = "WITH due AS MATERIALIZED (
@@ -162,7 +225,7 @@ pub async fn lease_due(
     now: Timestamp,
     lease_for: SignedDuration,
 ) -> Result<Option<Lease>, StoreError> {
-    let expires_at = now + lease_for;
+    let expires_at = crate::store::later(now, lease_for);
     let sql = match store.dialect() {
         Dialect::Postgres => LEASE_PG,
         Dialect::Sqlite => LEASE_SQLITE,
@@ -173,17 +236,27 @@ pub async fn lease_due(
             &mut tx,
             sql,
             [worker, DbTime(now), DbTime(expires_at)],
-            |r| Ok(Lease {
-                workspace: r.try_get(0)?,
-                trigger: r.try_get(1)?,
-                worker: worker.to_string(),
-                token: r.try_get(2)?,
-                watermark: r.try_get::<DbTime, _>(3)?.0,
-                origin: r.try_get::<DbTime, _>(4)?.0,
-                lookback: SignedDuration::from_millis(r.try_get(5)?),
-                poll_interval: SignedDuration::from_millis(r.try_get(6)?),
-                expires_at,
-            })
+            |r| {
+                let trigger: String = r.try_get(1)?;
+                let watermark = stored("watermark", r.try_get::<DbTime, _>(3));
+                let origin = stored("origin", r.try_get::<DbTime, _>(4));
+                let problem = [&watermark, &origin]
+                    .into_iter()
+                    .find_map(|t| t.as_ref().err())
+                    .map(|what| repair_advice(&trigger, what));
+                Ok(Lease {
+                    workspace: r.try_get(0)?,
+                    worker: worker.to_string(),
+                    token: r.try_get(2)?,
+                    watermark: watermark.unwrap_or(now),
+                    origin: origin.unwrap_or(now),
+                    lookback: stored_interval(r.try_get(5)?, limits::MAX_LOOKBACK),
+                    poll_interval: stored_interval(r.try_get(6)?, limits::MAX_POLL_INTERVAL),
+                    expires_at,
+                    trigger,
+                    problem,
+                })
+            }
         )?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(rows.into_iter().next())
@@ -229,7 +302,8 @@ pub async fn settle(store: &Store, lease: &Lease, outcome: &Settle) -> Result<bo
 }
 
 /// Moves a trigger's watermark back to `now - by` (never forward) and makes it due now. Rows in
-/// the re-read window that already fired are stopped by the ledger.
+/// the re-read window that already fired are stopped by the ledger. A watermark or origin
+/// stored out of range (or unreadable) is replaced by `now - by`, which repairs it.
 pub async fn rewind(
     store: &Store,
     workspace: &str,
@@ -237,16 +311,34 @@ pub async fn rewind(
     by: SignedDuration,
     now: Timestamp,
 ) -> Result<bool, StoreError> {
-    let to = DbTime(now - by);
+    let to = DbTime(crate::store::earlier(now, by));
+    let (lo, hi) = (DbTime(DbTime::EARLIEST), DbTime(DbTime::LATEST));
     let mut tx = store.begin(workspace).await?;
     let changed = execute!(
         &mut tx,
-        "UPDATE trigger_state SET watermark = CASE WHEN watermark > $3 THEN $3 ELSE watermark END,
-             origin = CASE WHEN origin > $3 THEN $3 ELSE origin END, next_poll_at = $4
+        "UPDATE trigger_state SET
+             watermark = CASE WHEN watermark > $3 OR watermark < $5 THEN $3 ELSE watermark END,
+             origin = CASE WHEN origin > $3 OR origin < $5 THEN $3 ELSE origin END, next_poll_at = $4,
+             lease_expires_at = CASE WHEN lease_expires_at < $5 OR lease_expires_at > $6 THEN NULL ELSE lease_expires_at END
          WHERE workspace_id = $1 AND trigger_name = $2 AND removed_at IS NULL",
-        [workspace, trigger, to, DbTime(now)]
+        [workspace, trigger, to, DbTime(now), lo, hi]
     )
     .map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))?;
     Ok(changed == 1)
+}
+
+/// Makes every trigger of `workspace` due at `now` (`rowfire worker --once --due-now`): the
+/// next poll reads each window as it would have at its time. Returns how many were moved.
+pub async fn due_now(store: &Store, workspace: &str, now: Timestamp) -> Result<u64, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE trigger_state SET next_poll_at = $2
+         WHERE workspace_id = $1 AND removed_at IS NULL AND next_poll_at > $2",
+        [workspace, DbTime(now)]
+    )
+    .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(changed)
 }

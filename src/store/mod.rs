@@ -14,7 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, Postgres, Row as _, Sqlite, SqlitePool};
 
-pub use time::DbTime;
+pub use time::{DbTime, earlier, later};
 
 use crate::source::dialect_of;
 use crate::sql_guard::Dialect;

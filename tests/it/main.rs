@@ -4,6 +4,7 @@
 mod support;
 
 mod backtests;
+mod bounds;
 mod chaos;
 mod cli;
 mod control_plane;
@@ -12,6 +13,7 @@ mod guard_cli;
 mod guard_fuzz;
 mod guard_pg;
 mod leases;
+mod output;
 mod pace;
 mod paging;
 mod poller;

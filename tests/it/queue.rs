@@ -48,7 +48,7 @@ async fn pending_deliveries(control_plane: &str) -> (Store, usize) {
         Arc::new(move |_| Some(url.clone())),
     );
     let reports = poller.poll_due().await.unwrap();
-    let fired: u64 = reports.iter().map(|r| r.fired).sum();
+    let fired: u64 = reports.iter().flat_map(|r| &r.rules).map(|r| r.fired).sum();
     (store, fired as usize)
 }
 

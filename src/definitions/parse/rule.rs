@@ -120,6 +120,17 @@ impl Cx {
             );
             return Vec::new();
         };
+        if items.len() > limits::MAX_ACTIONS_PER_RULE {
+            self.problem(
+                format!("{path}.actions"),
+                format!(
+                    "a rule may bind at most {} actions, found {}",
+                    limits::MAX_ACTIONS_PER_RULE,
+                    items.len()
+                ),
+            );
+            return Vec::new();
+        }
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let p = format!("{path}.actions[{i}]");
@@ -229,10 +240,7 @@ impl Cx {
         let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
         let description = self.string(m, "description", &path, false);
         let actions = self.bindings(m, &path, integrations);
-        let expire_after = self.optional_duration(m, "expire_after", &path);
-        if expire_after.is_some_and(|e| e > MAX_WINDOW) {
-            self.problem(format!("{path}.expire_after"), "at most 366 days");
-        }
+        let expire_after = self.optional_duration(m, "expire_after", &path, MAX_WINDOW);
         let frequency_cap = self.frequency_cap(m, &path);
         Some(Rule {
             name: name.to_string(),
@@ -249,7 +257,7 @@ impl Cx {
     fn frequency_cap(&mut self, m: &Mapping, path: &str) -> Option<FrequencyCap> {
         let path = format!("{path}.frequency_cap");
         let cap = self.mapping(m.get("frequency_cap")?, &path, &["max", "per"])?;
-        let per = self.optional_duration(cap, "per", &path);
+        let per = self.optional_duration(cap, "per", &path, MAX_WINDOW);
         let max = cap
             .get("max")
             .and_then(Yaml::as_u64)
@@ -366,10 +374,13 @@ impl Cx {
     pub(super) fn anchor(&mut self, v: &Yaml, path: &str) -> Option<Anchor> {
         let m = self.mapping(v, path, ANCHOR_KEYS)?;
         let column = self.string(m, "column", path, true);
-        let lead = self.duration(m, "lead", path, SignedDuration::from_mins(10));
+        let (ten_minutes, max) = (SignedDuration::from_mins(10), limits::MAX_LEAD);
+        let lead = self.duration(m, "lead", path, ten_minutes, max);
         let lead_column = self.string(m, "lead_column", path, false);
-        let look_ahead = self.duration(m, "look_ahead", path, SignedDuration::from_hours(3));
-        let grace = self.duration(m, "grace", path, SignedDuration::from_mins(5));
+        let (three_hours, max) = (SignedDuration::from_hours(3), limits::MAX_LOOK_AHEAD);
+        let look_ahead = self.duration(m, "look_ahead", path, three_hours, max);
+        let (five_minutes, max) = (SignedDuration::from_mins(5), limits::MAX_GRACE);
+        let grace = self.duration(m, "grace", path, five_minutes, max);
         let recheck = match m.get("recheck") {
             None => true,
             Some(Yaml::Bool(b)) => *b,
