@@ -289,8 +289,8 @@ fn is_denied_function(name: &str) -> bool {
 mod render;
 
 pub use render::{
-    Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, Shape, Slice, Window,
-    sqlite_clock_text,
+    Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
+    Window, sqlite_clock_micros, sqlite_clock_text,
 };
 
 #[cfg(test)]

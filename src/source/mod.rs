@@ -124,6 +124,46 @@ pub struct Column {
     pub type_name: String,
 }
 
+/// Rows whose clock cannot be read as a time, and one of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableClocks {
+    /// How many rows, over the whole query.
+    pub rows: u64,
+    /// One such row, when there is any.
+    pub example: Option<UnreadableExample>,
+}
+
+/// One row whose clock cannot be read as a time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableExample {
+    /// The clock's value as stored (cut to 80 characters).
+    pub clock: String,
+    /// The row's key, encoded as dedup keys are (a JSON array).
+    pub key: String,
+}
+
+impl std::fmt::Display for UnreadableClocks {
+    /// `3 row(s) with an unreadable clock, e.g. 'yesterday' (key ["a"])`, or nothing.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} row(s) with an unreadable clock", self.rows)?;
+        if let Some(e) = &self.example {
+            write!(f, ", e.g. {:?} (key {})", e.clock, e.key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Cuts `s` to at most `max` characters, marking the cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}
+
 /// A connected, read-only source.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -246,6 +286,21 @@ impl Source {
         })
     }
 
+    fn timeout_error(&self) -> SourceError {
+        SourceError::Timeout {
+            name: self.name.clone(),
+            shown: self.shown.clone(),
+            timeout: self.timeout,
+        }
+    }
+
+    fn pg_error(&self, e: postgres::PgFail) -> SourceError {
+        match e {
+            postgres::PgFail::Sql(e) => self.query_error(e),
+            postgres::PgFail::Deadline => self.timeout_error(),
+        }
+    }
+
     fn query_error(&self, e: sqlx::Error) -> SourceError {
         let timed_out = match &e {
             sqlx::Error::Database(db) => match self.dialect {
@@ -255,11 +310,7 @@ impl Source {
             _ => false,
         };
         if timed_out {
-            SourceError::Timeout {
-                name: self.name.clone(),
-                shown: self.shown.clone(),
-                timeout: self.timeout,
-            }
+            self.timeout_error()
         } else {
             let message = match &e {
                 sqlx::Error::Database(db) => db.message().to_string(),
@@ -281,10 +332,13 @@ impl Source {
     ) -> Result<Vec<Column>, SourceError> {
         let rendered = query.columns_sql(window);
         match &self.pool {
-            Pool::Postgres(pool) => postgres::columns(pool, &rendered).await,
-            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout).await,
+            Pool::Postgres(pool) => postgres::columns(pool, &rendered, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 
     /// Prepares a trigger to read: its SQL through the guard in this source's dialect, then its
@@ -362,13 +416,16 @@ impl Source {
 
     async fn count(&self, rendered: &Rendered) -> Result<u64, SourceError> {
         match &self.pool {
-            Pool::Postgres(pool) => postgres::count(pool, rendered).await,
-            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout).await,
+            Pool::Postgres(pool) => postgres::count(pool, rendered, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 
-    /// Rows whose clock is NULL (or unreadable), over the whole query, not just the window.
+    /// Rows whose clock is NULL, over the whole query, not just the window.
     pub async fn count_null_clocks(
         &self,
         query: &CheckedQuery,
@@ -376,6 +433,33 @@ impl Source {
         window: Window,
     ) -> Result<u64, SourceError> {
         self.count(&query.null_clock_count_sql(shape, window)).await
+    }
+
+    /// Rows whose clock is there but cannot be read as a time (`'yesterday'`, `'\N'`, a blob),
+    /// over the whole query, with one such row's clock and key. Always none on PostgreSQL,
+    /// where the clock must be a typed time.
+    pub async fn count_unreadable_clocks(
+        &self,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<UnreadableClocks, SourceError> {
+        let (Some(rendered), Pool::Sqlite(pool)) =
+            (query.unreadable_clock_sql(shape, window), &self.pool)
+        else {
+            return Ok(UnreadableClocks::default());
+        };
+        let (rows, values) = sqlite::count_with_example(pool, &rendered, self.timeout)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let example = (rows > 0 && !values.is_empty()).then(|| {
+            let key: Vec<&crate::row::Value> = values[1..].iter().collect();
+            UnreadableExample {
+                clock: shorten(&values[0].to_string(), 80),
+                key: crate::cadence::encode_values(&key),
+            }
+        });
+        Ok(UnreadableClocks { rows, example })
     }
 
     /// Rows in the window with a NULL key column. They are read by no page and fire nothing.
@@ -397,9 +481,9 @@ impl Source {
     ) -> Result<WindowReader<'a>, SourceError> {
         let session = match &self.pool {
             Pool::Postgres(pool) => Session::Postgres(
-                postgres::begin(pool)
+                postgres::PgSession::open(pool, self.timeout)
                     .await
-                    .map_err(|e| self.query_error(e))?,
+                    .map_err(|e| self.pg_error(e))?,
             ),
             Pool::Sqlite(pool) => {
                 Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?)
@@ -413,10 +497,13 @@ impl Source {
     #[doc(hidden)]
     pub async fn execute_unguarded(&self, sql: &str) -> Result<(), SourceError> {
         match &self.pool {
-            Pool::Postgres(pool) => postgres::execute(pool, sql).await,
-            Pool::Sqlite(pool) => sqlite::execute(pool, sql).await,
+            Pool::Postgres(pool) => postgres::execute(pool, sql, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::execute(pool, sql)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 }
 

@@ -1,5 +1,6 @@
-//! SQLite sources: opened read-only with `query_only`, a progress-handler statement timeout,
-//! and clocks compared as `strftime('%Y-%m-%d %H:%M:%f')` text.
+//! SQLite sources: opened read-only with `query_only`, a wall-clock statement timeout (an
+//! interrupt from a timer and a progress handler), a bound on the size of any one value, and
+//! clocks compared as integer microseconds through Rowfire's own `rowfire_clock_us` function.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -14,7 +15,9 @@ use sqlx::{
 
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
-use crate::sql_guard::{Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_text};
+use crate::sql_guard::{Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_micros};
+
+mod ffi_parts;
 
 pub(super) enum ConnectError {
     Dsn,
@@ -43,6 +46,13 @@ pub(super) async fn connect(dsn: &str) -> Result<(SqlitePool, String), ConnectEr
         .pragma("query_only", "ON");
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                let mut handle = conn.lock_handle().await?;
+                ffi_parts::prepare_connection(handle.as_raw_handle())
+                    .map_err(|e| sqlx::Error::Configuration(e.into()))
+            })
+        })
         .connect_with(opts)
         .await
         .map_err(|e| ConnectError::Connect {
@@ -56,7 +66,7 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
     let mut q = sqlx::query(AssertSqlSafe(rendered.sql.clone()));
     for b in &rendered.binds {
         q = match b {
-            Bind::Instant(ts) => q.bind(sqlite_clock_text(*ts)),
+            Bind::Instant(ts) => q.bind(sqlite_clock_micros(*ts)),
             Bind::Value { value, .. } => match value {
                 Value::Null => q.bind(None::<String>),
                 Value::Bool(b) => q.bind(*b),
@@ -70,13 +80,17 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
     q
 }
 
-/// Interrupts any statement on `conn` that runs past `timeout` from now.
-async fn arm_timeout(conn: &mut SqliteConnection, timeout: Duration) -> Result<(), sqlx::Error> {
+/// Interrupts any statement on `conn` that runs past `timeout` from now, by wall-clock time:
+/// a progress handler stops the statement between VM steps, and a timer interrupts it even
+/// inside one long step (a heavy function on one row). The returned guard stops the timer.
+async fn arm_timeout(
+    conn: &mut SqliteConnection,
+    timeout: Duration,
+) -> Result<ffi_parts::Alarm, sqlx::Error> {
     let deadline = Instant::now() + timeout;
-    conn.lock_handle()
-        .await?
-        .set_progress_handler(10_000, move || Instant::now() < deadline);
-    Ok(())
+    let mut handle = conn.lock_handle().await?;
+    handle.set_progress_handler(1_000, move || Instant::now() < deadline);
+    Ok(ffi_parts::Alarm::set(handle.as_raw_handle(), timeout))
 }
 
 pub(super) async fn begin(
@@ -94,8 +108,9 @@ pub(super) async fn columns(
     let described = (&mut *conn)
         .prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str())
         .await?;
-    arm_timeout(&mut conn, timeout).await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
     bound(rendered).fetch_all(&mut *conn).await?;
+    drop(alarm);
     Ok(described
         .columns()
         .iter()
@@ -112,9 +127,27 @@ pub(super) async fn count(
     timeout: Duration,
 ) -> Result<u64, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    arm_timeout(&mut conn, timeout).await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
     let row = bound(rendered).fetch_one(&mut *conn).await?;
+    drop(alarm);
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
+}
+
+/// Runs a `SELECT count(*), columns…` statement: the count and the columns of one counted row.
+pub(super) async fn count_with_example(
+    pool: &SqlitePool,
+    rendered: &Rendered,
+    timeout: Duration,
+) -> Result<(u64, Vec<Value>), sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
+    let row = bound(rendered).fetch_one(&mut *conn).await?;
+    drop(alarm);
+    let count = row.try_get::<i64, _>(0)?.max(0) as u64;
+    let example = (1..row.len())
+        .map(|i| decode(&row, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((count, example))
 }
 
 /// Runs statements on a source connection as it is opened for reads.
@@ -145,8 +178,9 @@ pub(super) async fn fetch(
     shape: Shape<'_>,
     timeout: Duration,
 ) -> Result<Fetched, FetchError> {
-    arm_timeout(tx, timeout).await?;
+    let alarm = arm_timeout(tx, timeout).await?;
     let lite_rows = bound(rendered).fetch_all(&mut **tx).await?;
+    drop(alarm);
     let Some(first) = lite_rows.first() else {
         return Ok(Fetched::empty());
     };
@@ -163,7 +197,10 @@ pub(super) async fn fetch(
             .map(|i| decode(r, i))
             .collect::<Result<Vec<_>, _>>()?;
         let sort_clock = decode(r, width)?;
-        let at = sort_clock.as_timestamp();
+        let at = match sort_clock {
+            Value::Int(us) => jiff::Timestamp::from_microsecond(us).ok(),
+            _ => None,
+        };
         sort_clocks.push(sort_clock);
         rows.push(Row {
             columns: columns.clone(),

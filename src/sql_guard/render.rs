@@ -82,6 +82,12 @@ pub enum Slice<'a> {
 /// The column SQLite reads the normalised clock into, stripped before rows reach callers.
 pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
 
+/// The SQL function Rowfire registers on every SQLite source connection to read a clock as
+/// integer microseconds since the Unix epoch (NULL when NULL or unreadable), with the same
+/// parser Rowfire reads clocks with in Rust ([`crate::row::clock_micros`]), so comparisons,
+/// window bounds and pages are exact to the microsecond.
+pub const SQLITE_CLOCK_FN: &str = "rowfire_clock_us";
+
 /// The clock and key columns a trigger pages by.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape<'a> {
@@ -157,7 +163,9 @@ impl Builder {
             (Dialect::Postgres, Bind::Instant(ts)) => {
                 format!("{}::timestamptz", quote(&ts.to_string()))
             }
-            (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
+            (Dialect::Sqlite, Bind::Instant(ts)) => {
+                format!("{SQLITE_CLOCK_FN}({})", quote(&sqlite_clock_text(*ts)))
+            }
             (
                 _,
                 Bind::Value {
@@ -180,9 +188,18 @@ impl Builder {
     }
 }
 
-/// The text SQLite compares clocks as: `strftime('%Y-%m-%d %H:%M:%f')` of the instant in UTC.
+/// An instant as UTC text to the microsecond (`2026-11-28 12:00:00.000001`), as `explain`
+/// shows a SQLite window bound.
 pub fn sqlite_clock_text(ts: Timestamp) -> String {
-    ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
+    ts.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string()
+}
+
+/// An instant as SQLite compares clocks: integer microseconds since the Unix epoch, rounded up
+/// so that `clock >= since` and `clock < until` keep their meaning for sub-microsecond bounds.
+pub fn sqlite_clock_micros(ts: Timestamp) -> i64 {
+    let nanos = ts.as_nanosecond();
+    let micros = nanos.div_euclid(1000) + i128::from(nanos.rem_euclid(1000) != 0);
+    i64::try_from(micros).unwrap_or(i64::MAX)
 }
 
 impl CheckedQuery {
@@ -214,11 +231,8 @@ impl CheckedQuery {
         let col = format!("t.{}", self.dialect.quote_ident(clock));
         match self.dialect {
             Dialect::Postgres => col,
-            // Text clocks are read as SQLite's date functions read them; numbers as Unix seconds.
-            Dialect::Sqlite => format!(
-                "CASE WHEN typeof({col}) IN ('integer', 'real') THEN strftime('%Y-%m-%d %H:%M:%f', {col}, 'unixepoch') \
-                 ELSE strftime('%Y-%m-%d %H:%M:%f', {col}) END"
-            ),
+            // Integer microseconds: text read as Rowfire reads it, numbers as Unix seconds.
+            Dialect::Sqlite => format!("{SQLITE_CLOCK_FN}({col})"),
         }
     }
 
@@ -313,16 +327,41 @@ impl CheckedQuery {
         }
     }
 
-    /// Counts rows whose clock is NULL (or, on SQLite, not a readable time), over the
-    /// unwindowed query (`:since`/`:until`, if named, still take the window).
+    /// Counts rows whose clock is NULL, over the unwindowed query (`:since`/`:until`, if named,
+    /// still take the window). A clock that is there but cannot be read as a time is counted
+    /// by [`CheckedQuery::unreadable_clock_sql`] instead.
     pub fn null_clock_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
         let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
         let inner = self.inner(&mut b);
-        let clock = self.clock_expr(shape.clock);
+        let clock = format!("t.{}", self.dialect.quote_ident(shape.clock));
         Rendered {
             sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"),
             binds: b.binds,
         }
+    }
+
+    /// SQLite only (a PostgreSQL clock is a typed time, checked before reading): counts rows,
+    /// over the unwindowed query, whose clock is not NULL but cannot be read as a time, and
+    /// returns one such row's clock and key columns: `SELECT count(*), clock, key…`.
+    pub fn unreadable_clock_sql(&self, shape: Shape<'_>, window: Window) -> Option<Rendered> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let raw = format!("t.{}", self.dialect.quote_ident(shape.clock));
+        let clock = self.clock_expr(shape.clock);
+        let columns = std::iter::once(raw.clone())
+            .chain(self.key_exprs(shape.key))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // SQLite fills bare columns next to an aggregate from one of the counted rows.
+        Some(Rendered {
+            sql: format!(
+                "SELECT count(*), {columns} FROM ({inner}) AS t WHERE {raw} IS NOT NULL AND {clock} IS NULL"
+            ),
+            binds: b.binds,
+        })
     }
 
     /// Counts rows in the window whose key has a NULL column.

@@ -16,5 +16,6 @@ mod race;
 mod receiver;
 mod secrets;
 mod sending;
+mod source_sessions;
 mod sources;
 mod webhooks;
