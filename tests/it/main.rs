@@ -18,4 +18,5 @@ mod secrets;
 mod sending;
 mod source_sessions;
 mod sources;
+mod sqlite_clocks;
 mod webhooks;
