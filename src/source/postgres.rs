@@ -9,8 +9,8 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow, PgTypeInfo, PgTypeKind};
 use sqlx::query::Query;
 use sqlx::{
-    AssertSqlSafe, Column as _, Connection as _, Executor, PgPool, Postgres, Row as _, SqlSafeStr, Statement as _,
-    TypeInfo, ValueRef,
+    AssertSqlSafe, Column as _, Connection as _, Executor, PgPool, Postgres, Row as _, SqlSafeStr,
+    Statement as _, TypeInfo, ValueRef,
 };
 
 use super::{Column, FetchError, Fetched, positions};
@@ -55,7 +55,7 @@ fn bound(rendered: &Rendered) -> Query<'_, Postgres, PgArguments> {
     let mut q = sqlx::query(AssertSqlSafe(rendered.sql.clone()));
     for b in &rendered.binds {
         q = match b {
-            Bind::Instant(ts) => q.bind(ts.to_sqlx()),
+            Bind::Instant(ts) | Bind::Clock(ts) => q.bind(ts.to_sqlx()),
             Bind::Value { value, .. } => q.bind(value.to_sql_text()),
         };
     }
@@ -152,7 +152,10 @@ impl PgSession {
     fn limits(&self) -> (String, String) {
         (
             self.timeout.as_millis().max(1).to_string(),
-            IDLE_IN_TRANSACTION.max(self.timeout * 2).as_millis().to_string(),
+            IDLE_IN_TRANSACTION
+                .max(self.timeout * 2)
+                .as_millis()
+                .to_string(),
         )
     }
 
@@ -282,9 +285,7 @@ pub(super) async fn count(
     let mut session = PgSession::open(pool, timeout).await?;
     let rows = session.fetch_all(rendered).await?;
     session.close().await;
-    let row = rows
-        .first()
-        .ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
+    let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
 

@@ -15,7 +15,9 @@ use sqlx::{
 
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
-use crate::sql_guard::{Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_micros};
+use crate::sql_guard::{
+    Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_micros, sqlite_clock_text,
+};
 
 mod ffi_parts;
 
@@ -66,7 +68,8 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
     let mut q = sqlx::query(AssertSqlSafe(rendered.sql.clone()));
     for b in &rendered.binds {
         q = match b {
-            Bind::Instant(ts) => q.bind(sqlite_clock_micros(*ts)),
+            Bind::Instant(ts) => q.bind(sqlite_clock_text(*ts)),
+            Bind::Clock(ts) => q.bind(sqlite_clock_micros(*ts)),
             Bind::Value { value, .. } => match value {
                 Value::Null => q.bind(None::<String>),
                 Value::Bool(b) => q.bind(*b),

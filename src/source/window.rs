@@ -172,7 +172,10 @@ pub(crate) enum FetchError {
     Sql(sqlx::Error),
     /// Rowfire's own deadline passed (the server's timeout was defeated).
     Deadline,
-    Unsupported { column: String, type_name: String },
+    Unsupported {
+        column: String,
+        type_name: String,
+    },
 }
 
 impl From<sqlx::Error> for FetchError {

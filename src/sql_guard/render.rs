@@ -9,8 +9,12 @@ use crate::row::Value;
 /// A value bound to a rendered statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Bind {
-    /// A window bound (`:since`, `:until`, or Rowfire's own window).
+    /// A window bound the author's SQL names (`:since`, `:until`). On SQLite it is bound as
+    /// `YYYY-MM-DD HH:MM:SS.SSS` UTC text, as documented for authors.
     Instant(Timestamp),
+    /// A bound of Rowfire's own window, compared with the normalised clock (SQLite: integer
+    /// microseconds).
+    Clock(Timestamp),
     /// A keyset value from the previous page, with the PostgreSQL type to cast it to.
     Value {
         /// The value, as read from the last row of the previous page.
@@ -103,6 +107,8 @@ struct Builder {
     binds: Vec<Bind>,
     since: Option<String>,
     until: Option<String>,
+    clock_since: Option<String>,
+    clock_until: Option<String>,
     window: Window,
 }
 
@@ -114,6 +120,8 @@ impl Builder {
             binds: Vec::new(),
             since: None,
             until: None,
+            clock_since: None,
+            clock_until: None,
             window,
         }
     }
@@ -157,15 +165,31 @@ impl Builder {
         self.until.clone().expect("set above")
     }
 
+    fn clock_since(&mut self) -> String {
+        if self.clock_since.is_none() {
+            self.clock_since = Some(self.push(Bind::Clock(self.window.since)));
+        }
+        self.clock_since.clone().expect("set above")
+    }
+
+    fn clock_until(&mut self) -> String {
+        if self.clock_until.is_none() {
+            self.clock_until = Some(self.push(Bind::Clock(self.window.until)));
+        }
+        self.clock_until.clone().expect("set above")
+    }
+
     fn literal(&self, bind: &Bind) -> String {
         let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
         match (self.dialect, bind) {
-            (Dialect::Postgres, Bind::Instant(ts)) => {
+            (Dialect::Postgres, Bind::Instant(ts) | Bind::Clock(ts)) => {
                 format!("{}::timestamptz", quote(&ts.to_string()))
             }
-            (Dialect::Sqlite, Bind::Instant(ts)) => {
-                format!("{SQLITE_CLOCK_FN}({})", quote(&sqlite_clock_text(*ts)))
-            }
+            (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
+            (Dialect::Sqlite, Bind::Clock(ts)) => format!(
+                "{SQLITE_CLOCK_FN}({})",
+                quote(&ts.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string())
+            ),
             (
                 _,
                 Bind::Value {
@@ -188,10 +212,10 @@ impl Builder {
     }
 }
 
-/// An instant as UTC text to the microsecond (`2026-11-28 12:00:00.000001`), as `explain`
-/// shows a SQLite window bound.
+/// The text an author's `:since`/`:until` takes on SQLite: `YYYY-MM-DD HH:MM:SS.SSS` in UTC,
+/// comparable with `strftime('%Y-%m-%d %H:%M:%f', clock)`.
 pub fn sqlite_clock_text(ts: Timestamp) -> String {
-    ts.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string()
+    ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
 }
 
 /// An instant as SQLite compares clocks: integer microseconds since the Unix epoch, rounded up
@@ -249,7 +273,11 @@ impl CheckedQuery {
         if self.names_window {
             format!("{clock} IS NOT NULL")
         } else {
-            format!("{clock} >= {} AND {clock} < {}", b.since(), b.until())
+            format!(
+                "{clock} >= {} AND {clock} < {}",
+                b.clock_since(),
+                b.clock_until()
+            )
         }
     }
 

@@ -299,7 +299,9 @@ fn explain_prints_the_wrapped_sql_with_the_window_literals() {
         &[("SAMPLE_DATABASE_URL", "sqlite://x.db")],
     );
     assert!(
-        text(&lite).0.contains(">= rowfire_clock_us('2026-11-28 12:00:00.000000')"),
+        text(&lite)
+            .0
+            .contains(">= rowfire_clock_us('2026-11-28 12:00:00.000000')"),
         "{}",
         text(&lite).0
     );

@@ -203,7 +203,9 @@ async fn a_read_that_fails_halfway_closes_its_connection_and_releases_its_lock()
             break;
         }
         tokio::task::yield_now().await;
-        let _ = sqlx::query("SELECT pg_sleep(0.05)").execute(&mut admin).await;
+        let _ = sqlx::query("SELECT pg_sleep(0.05)")
+            .execute(&mut admin)
+            .await;
     }
     assert_eq!(held, 0, "a failed read's lock outlived it");
 }
@@ -224,7 +226,10 @@ async fn a_sqlite_read_of_heavy_values_ends_at_its_timeout() {
     let err = read_all(&source, sql).await.unwrap_err();
     let elapsed = started.elapsed();
     assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
-    assert!(elapsed < Duration::from_secs(2), "the read took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "the read took {elapsed:?}"
+    );
 }
 
 #[tokio::test]

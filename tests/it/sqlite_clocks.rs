@@ -236,7 +236,12 @@ async fn the_same_events_give_identical_backtests_on_postgres_and_on_sqlite_to_t
         for rule in &defs.rules {
             let a = backtest(&defs, &pg_source, &rule.name).await;
             let b = backtest(&defs, &lite_source, &rule.name).await;
-            assert_eq!(findings(&a), findings(&b), "{} in pages of {page_size}", rule.name);
+            assert_eq!(
+                findings(&a),
+                findings(&b),
+                "{} in pages of {page_size}",
+                rule.name
+            );
         }
     }
     // The edges are really there: the window keeps `since` and drops `until`, and the 1 µs
@@ -246,7 +251,11 @@ async fn the_same_events_give_identical_backtests_on_postgres_and_on_sqlite_to_t
         .unwrap();
     let in_window = events
         .iter()
-        .filter(|(_, at)| at.is_some_and(|at| at >= now() - SignedDuration::from_hours(24 * i64::from(DAYS)) && at < now()))
+        .filter(|(_, at)| {
+            at.is_some_and(|at| {
+                at >= now() - SignedDuration::from_hours(24 * i64::from(DAYS)) && at < now()
+            })
+        })
         .count() as u64;
     let ever = backtest(&defs, &lite_source, "ever").await;
     assert_eq!(ever.rows_matched, in_window);
@@ -261,7 +270,7 @@ async fn the_same_events_give_identical_backtests_on_postgres_and_on_sqlite_to_t
 
 #[tokio::test]
 async fn two_events_one_microsecond_apart_across_a_local_midnight_are_two_days_and_two_occurrences()
- {
+{
     let lite = TestSqlite::new();
     let midnight: Timestamp = "2026-11-20T05:00:00Z".parse().unwrap(); // 00:00 in New York
     let us = SignedDuration::from_micros(1);
@@ -275,7 +284,12 @@ async fn two_events_one_microsecond_apart_across_a_local_midnight_are_two_days_a
         .await
         .unwrap();
     let daily = backtest(&defs, &source, "daily_new_york").await;
-    assert_eq!((daily.rows_matched, daily.fires), (2, 2), "{}", findings(&daily));
+    assert_eq!(
+        (daily.rows_matched, daily.fires),
+        (2, 2),
+        "{}",
+        findings(&daily)
+    );
     let every_second = backtest(&defs, &source, "every_second").await;
     assert_eq!(
         (every_second.fires, every_second.collapsed),
@@ -313,11 +327,17 @@ async fn a_text_clock_that_is_not_a_time_is_reported_unreadable_not_null_by_a_ba
     );
     let text = report.to_string();
     assert!(text.contains("rows with unreadable clock"), "{text}");
-    assert!(text.contains(&format!("e.g. {:?}", example.clock)), "{text}");
+    assert!(
+        text.contains(&format!("e.g. {:?}", example.clock)),
+        "{text}"
+    );
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["unreadable_clocks"]["rows"], 2);
     assert_eq!(json["null_clock_rows"], 1);
-    assert_eq!(json["unreadable_clocks"]["example"]["key"], example.key.as_str());
+    assert_eq!(
+        json["unreadable_clocks"]["example"]["key"],
+        example.key.as_str()
+    );
 }
 
 #[tokio::test]
@@ -329,7 +349,9 @@ async fn a_poll_and_why_report_an_unreadable_clock_apart_from_null_clocks() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, DEFINITIONS, now()).await.unwrap();
+    versions::push(&store, WS, DEFINITIONS, now())
+        .await
+        .unwrap();
     let clock = Clock::fixed(now());
     assert!(
         poll::rewind(&store, WS, "event", SignedDuration::from_hours(48), now())

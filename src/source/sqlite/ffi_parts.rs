@@ -124,10 +124,7 @@ impl Alarm {
 impl Drop for Alarm {
     fn drop(&mut self) {
         // Waits for an interrupt in progress, then forgets the handle.
-        self.handle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.timer.abort();
     }
 }
