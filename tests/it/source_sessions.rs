@@ -221,7 +221,7 @@ async fn a_sqlite_read_of_heavy_values_ends_at_its_timeout() {
     // in all, in some tens of thousands of VM steps).
     let sql = "WITH RECURSIVE c(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < 3000) \
                SELECT g AS k, '2026-11-28 12:00:00' AS at, \
-               length(upper(printf('%.*c', 20000000, 'x'))) AS heavy FROM c";
+               length(upper(printf('%.*c', 20000000 + g, 'x'))) AS heavy FROM c";
     let started = Instant::now();
     let err = read_all(&source, sql).await.unwrap_err();
     let elapsed = started.elapsed();
