@@ -4,7 +4,7 @@
 //! Every session is read-only (PostgreSQL: `default_transaction_read_only` plus a read-only
 //! transaction; SQLite: opened read-only with `query_only`), carries a statement timeout that the
 //! query cannot lift (PostgreSQL: set transaction-locally before every statement and backed by a
-//! client-side deadline that cancels the backend; SQLite: a wall-clock interrupt), leaves nothing
+//! client-side deadline that ends the backend; SQLite: a wall-clock interrupt), leaves nothing
 //! behind (PostgreSQL connections are reused only after `DISCARD ALL`, closed on any failure),
 //! and is shown as `host:port/db` at most: a DSN never appears in output or errors.
 

@@ -67,7 +67,7 @@ pub(super) enum PgFail {
     /// The database refused or failed it (a server-side statement timeout is SQLSTATE 57014).
     Sql(sqlx::Error),
     /// Rowfire's own deadline passed first: the server-side timeout was defeated or the server
-    /// stopped answering. The backend was cancelled and the connection closed.
+    /// stopped answering. The backend was terminated and the connection closed.
     Deadline,
 }
 
@@ -88,7 +88,7 @@ fn deadline(timeout: Duration) -> Duration {
 }
 
 /// Runs one statement (`$run`, an expression over the connection `$conn`) on a session under
-/// the client-side deadline; past it, cancels the backend and closes the connection.
+/// the client-side deadline; past it, ends the backend and closes the connection.
 macro_rules! guarded {
     ($session:expr, |$conn:ident| $run:expr) => {{
         let session: &mut PgSession = $session;
@@ -99,7 +99,7 @@ macro_rules! guarded {
                 match tokio::time::timeout(deadline(session.timeout), $run).await {
                     Ok(result) => result.map_err(PgFail::Sql),
                     Err(_) => {
-                        session.cancel().await;
+                        session.end_backend().await;
                         Err(PgFail::Deadline)
                     }
                 }
@@ -111,7 +111,7 @@ macro_rules! guarded {
 /// One read on a PostgreSQL source: a pooled connection inside a read-only, repeatable-read
 /// transaction whose limits are set transaction-locally and set again before every statement,
 /// so SQL run inside the read cannot unbound a later statement. Every statement also runs under
-/// a client-side deadline; past it the backend is cancelled from another connection and the
+/// a client-side deadline; past it the backend is terminated from another connection and the
 /// connection is closed. [`PgSession::close`] returns the connection to the pool only after
 /// `DISCARD ALL` (no advisory lock, setting, prepared statement or temporary state survives);
 /// a session that fails, or is dropped without `close`, closes its connection instead.
@@ -159,27 +159,36 @@ impl PgSession {
         )
     }
 
-    /// Cancels whatever the backend runs, from a fresh connection (the pool may be busy), and
-    /// drops this session's connection so it is closed, never reused.
-    async fn cancel(&mut self) {
+    /// Ends the backend from a fresh connection (the pool may be busy) and drops this session's
+    /// connection so it is closed, never reused. Terminating, not cancelling: SQL can catch a
+    /// cancel (PL/pgSQL `EXCEPTION WHEN query_canceled`), and the session is done with anyway.
+    /// On PostgreSQL 14 and later it waits (up to 5 s) until the backend is gone.
+    async fn end_backend(&mut self) {
         self.discard();
         if self.pid == 0 {
             return;
         }
         let opts = self.pool.connect_options();
-        let cancel = async {
+        let pid = self.pid;
+        let end = async {
             let mut other = sqlx::PgConnection::connect_with(&opts).await?;
-            sqlx::query("SELECT pg_catalog.pg_cancel_backend($1)")
-                .bind(self.pid)
+            let waited = sqlx::query("SELECT pg_catalog.pg_terminate_backend($1, 5000)")
+                .bind(pid)
                 .execute(&mut other)
-                .await?;
+                .await;
+            if waited.is_err() {
+                sqlx::query("SELECT pg_catalog.pg_terminate_backend($1)")
+                    .bind(pid)
+                    .execute(&mut other)
+                    .await?;
+            }
             other.close().await
         };
-        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), cancel)
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), end)
             .await
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
         {
-            tracing::warn!(error = %e, "could not cancel a source query that ran past its deadline; the connection is closed");
+            tracing::warn!(error = %e, "could not end a source query that ran past its deadline; its connection is closed");
         }
     }
 

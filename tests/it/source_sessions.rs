@@ -32,7 +32,8 @@ fn window() -> Window {
 ///
 /// Today's guard admits functions used as tables in `FROM`.
 // after the allowlist lands: allow_functions: [set_config, pg_sleep, pg_try_advisory_lock,
-// current_setting] on the test source (and pass them to the check), or the guard refuses it.
+// current_setting, stubborn] on the test source (and pass them to the check), or the guard
+// refuses it.
 fn hostile_sql(select: &str, from: &str) -> String {
     format!(
         "SELECT g AS k, timestamptz '{}' AS at, {select} FROM {from}",
@@ -251,4 +252,62 @@ async fn a_sqlite_value_larger_than_the_limit_is_refused_not_built() {
         Err(err) => assert!(err.to_string().contains("too big"), "{err}"),
     }
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_read_whose_server_side_timeout_is_defeated_still_ends_at_rowfires_deadline() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    // A function in the customer's database that swallows every cancel, the statement
+    // timeout's included: the server-side timeout cannot end a query that calls it.
+    let mut admin = pg.admin().await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION stubborn(secs float8) RETURNS int LANGUAGE plpgsql AS $$
+         DECLARE started timestamptz := clock_timestamp();
+         BEGIN
+           LOOP
+             BEGIN
+               PERFORM pg_sleep(0.02);
+             EXCEPTION WHEN query_canceled THEN NULL;
+             END;
+             EXIT WHEN clock_timestamp() - started > secs * interval '1 second';
+           END LOOP;
+           RETURN 1;
+         END $$",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let source = Source::connect(&def(Duration::from_millis(300), 100), &pg.url)
+        .await
+        .unwrap();
+    let sql = hostile_sql(
+        "s.v AS v",
+        "stubborn(20) AS s(v), generate_series(1, 6) AS g",
+    );
+    let started = Instant::now();
+    let err = read_all(&source, &sql).await.unwrap_err();
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the read took {:?}",
+        started.elapsed()
+    );
+    // The backend was ended, not left running on the customer's database.
+    let running: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%stubborn(20)%' AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(running, 0);
+    // The source still reads.
+    let rows = read_all(
+        &source,
+        &hostile_sql("1 AS one", "generate_series(1, 6) AS g"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 6);
 }
