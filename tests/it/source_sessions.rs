@@ -20,6 +20,13 @@ fn def(timeout: Duration, page_size: usize) -> SourceDef {
     def
 }
 
+/// A clock a day inside the window, as SQLite text.
+fn yesterday_text() -> String {
+    (now() - SignedDuration::from_hours(24))
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
 fn window() -> Window {
     Window {
         since: now() - SignedDuration::from_hours(24 * 7),
@@ -220,11 +227,14 @@ async fn a_sqlite_read_of_heavy_values_ends_at_its_timeout() {
         .unwrap();
     // Few VM steps, each one heavy: 3,000 rows each building and upper-casing 20 MB (about 20 s
     // in all, in some tens of thousands of VM steps).
-    let sql = "WITH RECURSIVE c(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < 3000) \
-               SELECT g AS k, '2026-11-28 12:00:00' AS at, \
-               length(upper(printf('%.*c', 20000000 + g, 'x'))) AS heavy FROM c";
+    let sql = format!(
+        "WITH RECURSIVE c(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < 3000) \
+         SELECT g AS k, '{}' AS at, \
+         length(upper(printf('%.*c', 20000000 + g, 'x'))) AS heavy FROM c",
+        yesterday_text()
+    );
     let started = Instant::now();
-    let err = read_all(&source, sql).await.unwrap_err();
+    let err = read_all(&source, &sql).await.unwrap_err();
     let elapsed = started.elapsed();
     assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
     assert!(
@@ -242,12 +252,18 @@ async fn a_sqlite_value_larger_than_the_limit_is_refused_not_built() {
         .unwrap();
     let started = Instant::now();
     // A 2 GB blob is refused outright.
-    let sql = "SELECT 1 AS k, '2026-11-28 12:00:00' AS at, zeroblob(2000000000) AS huge";
-    let err = read_all(&source, sql).await.unwrap_err();
+    let sql = format!(
+        "SELECT 1 AS k, '{}' AS at, zeroblob(2000000000) AS huge",
+        yesterday_text()
+    );
+    let err = read_all(&source, &sql).await.unwrap_err();
     assert!(err.to_string().contains("too big"), "{err}");
     // printf gives up on a 2 GB string and yields NULL instead of building it.
-    let sql = "SELECT 1 AS k, '2026-11-28 12:00:00' AS at, printf('%.*c', 2000000000, 'x') AS huge";
-    match read_all(&source, sql).await {
+    let sql = format!(
+        "SELECT 1 AS k, '{}' AS at, printf('%.*c', 2000000000, 'x') AS huge",
+        yesterday_text()
+    );
+    match read_all(&source, &sql).await {
         Ok(rows) => assert_eq!(rows[0].get("huge"), Some(&Value::Null)),
         Err(err) => assert!(err.to_string().contains("too big"), "{err}"),
     }

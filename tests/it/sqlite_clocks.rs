@@ -272,7 +272,13 @@ async fn the_same_events_give_identical_backtests_on_postgres_and_on_sqlite_to_t
 async fn two_events_one_microsecond_apart_across_a_local_midnight_are_two_days_and_two_occurrences()
 {
     let lite = TestSqlite::new();
-    let midnight: Timestamp = "2026-11-20T05:00:00Z".parse().unwrap(); // 00:00 in New York
+    let new_york = TimeZone::get("America/New_York").unwrap();
+    let midnight = (now() - SignedDuration::from_hours(24 * 9))
+        .to_zoned(new_york.clone())
+        .date()
+        .to_zoned(new_york)
+        .unwrap()
+        .timestamp();
     let us = SignedDuration::from_micros(1);
     let events = vec![
         ("a".to_string(), Some(midnight - us)),
