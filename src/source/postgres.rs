@@ -120,6 +120,8 @@ pub(super) struct PgSession {
     pool: PgPool,
     pid: i32,
     timeout: Duration,
+    /// The limits were set by the statement before, which was Rowfire's own.
+    limited: bool,
 }
 
 impl PgSession {
@@ -133,6 +135,7 @@ impl PgSession {
             pool: pool.clone(),
             pid: 0,
             timeout,
+            limited: false,
         };
         guarded!(&mut session, |conn| sqlx::raw_sql(
             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -145,6 +148,7 @@ impl PgSession {
         .bind(statement)
         .bind(idle)
         .fetch_one(conn))?;
+        session.limited = true;
         Ok(session)
     }
 
@@ -215,6 +219,9 @@ impl PgSession {
     /// Sets the transaction's limits again: the statement before may have changed them with
     /// `set_config(…, true)`.
     async fn relimit(&mut self) -> Result<(), PgFail> {
+        if std::mem::replace(&mut self.limited, false) {
+            return Ok(());
+        }
         let (statement, idle) = self.limits();
         guarded!(self, |conn| sqlx::query(LIMITS)
             .bind(statement)

@@ -1,13 +1,17 @@
 //! Source sessions are clean and bounded: SQL run inside a read cannot lift its limits for later
 //! statements, nothing it does outlives the read, and SQLite reads end by wall-clock time.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
-use rowfire::definitions::{self, DEFAULT_SOURCE, SourceDef};
+use rowfire::clock::Clock;
+use rowfire::definitions::{self, DEFAULT_SOURCE, SourceDef, versions};
+use rowfire::poll::{self, PollStatus, Poller};
 use rowfire::row::{Row, Value};
 use rowfire::source::{Source, SourceError};
 use rowfire::sql_guard::{Shape, Window};
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{AssertSqlSafe, Row as _};
 
 use crate::support::{TestPg, TestSqlite, now};
@@ -144,7 +148,8 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
     let rows = read_all(&source, &sql).await.unwrap();
     assert_eq!(rows[0].get("locked"), Some(&Value::Bool(true)));
 
-    let advisory = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'";
+    let advisory = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+                    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
     let held: i64 = sqlx::query_scalar(AssertSqlSafe(advisory))
         .fetch_one(&mut admin)
         .await
@@ -202,11 +207,14 @@ async fn a_read_that_fails_halfway_closes_its_connection_and_releases_its_lock()
     // The closed connection's backend ends on its own time: wait for it, bounded.
     let mut held = 1i64;
     for _ in 0..100 {
-        held = sqlx::query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
-            .fetch_one(&mut admin)
-            .await
-            .unwrap()
-            .get(0);
+        held = sqlx::query(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' \
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        .get(0);
         if held == 0 {
             break;
         }
@@ -326,4 +334,66 @@ async fn a_read_whose_server_side_timeout_is_defeated_still_ends_at_rowfires_dea
     .await
     .unwrap();
     assert_eq!(rows.len(), 6);
+}
+
+#[tokio::test]
+async fn a_poll_whose_sql_turns_its_statement_timeout_off_and_sleeps_fails_at_its_timeout() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let control = TestSqlite::new();
+    let store = Store::open(&format!("{}?mode=rwc", control.url))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let sql = hostile_sql(
+        "s.v AS v",
+        "set_config('statement_timeout', '0', true) AS s(v), \
+         LATERAL pg_sleep(CASE WHEN s.v = '0' THEN 20 ELSE 0 END) AS z, \
+         generate_series(1, 6) AS g",
+    );
+    // after the allowlist lands: allow_functions: [set_config, pg_sleep] under `source:` here.
+    let definitions = format!(
+        r##"version: 2
+source:
+  dsn_env: HOSTILE_URL
+  statement_timeout_ms: 300
+integrations:
+  inbox:
+    catalog: demo_inbox
+triggers:
+  hostile:
+    sql: "{sql}"
+    event_time: at
+    key: [k]
+rules:
+  ever:
+    trigger: hostile
+    policy: once_ever
+    actions: [{{action: inbox.chat_message, params: {{channel: "#x", text: "{{{{ k }}}}"}}}}]
+"##
+    );
+    versions::push(&store, WS, &definitions, now())
+        .await
+        .unwrap();
+    assert!(
+        poll::rewind(&store, WS, "hostile", SignedDuration::from_hours(48), now())
+            .await
+            .unwrap()
+    );
+    let url = pg.url.clone();
+    let poller = Poller::new(
+        store.clone(),
+        "w1",
+        Clock::fixed(now()),
+        Arc::new(move |_| Some(url.clone())),
+    );
+    let started = Instant::now();
+    let reports = poller.poll_due().await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let report = reports.iter().find(|r| r.trigger == "hostile").unwrap();
+    match &report.status {
+        PollStatus::Failed(why) => assert!(why.contains("0.3s statement timeout"), "{why}"),
+        other => panic!("the poll did not fail at its timeout: {other:?}"),
+    }
 }
