@@ -142,6 +142,7 @@ impl PgSession {
         )
         .execute(conn))?;
         let (statement, idle) = session.limits();
+        // The first column: the pid.
         session.pid = guarded!(&mut session, |conn| sqlx::query_scalar::<_, i32>(
             LIMITS_AND_PID
         )
@@ -275,9 +276,10 @@ const LIMITS: &str = "SELECT pg_catalog.set_config('statement_timeout', $1, true
 
 /// [`LIMITS`] and the backend's pid, as the transaction's first statement (which takes its
 /// snapshot).
-const LIMITS_AND_PID: &str = "SELECT pg_catalog.pg_backend_pid() FROM (SELECT pg_catalog.set_config('statement_timeout', $1, true), \
+const LIMITS_AND_PID: &str = "SELECT pg_catalog.pg_backend_pid(), \
+     pg_catalog.set_config('statement_timeout', $1, true), \
      pg_catalog.set_config('lock_timeout', $1, true), \
-     pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)) AS limits";
+     pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)";
 
 /// The query's output columns (from a prepared statement's description), after running it
 /// with `LIMIT 0` in a read.

@@ -159,7 +159,9 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
     // Read again, on the connection the pool hands back, what the session's settings are.
     let probe = format!(
         "SELECT 1 AS k, timestamptz '{}' AS at, current_setting('work_mem') AS work_mem, \
-         current_setting('search_path') AS search_path",
+         current_setting('search_path') AS search_path, \
+         current_setting('statement_timeout') AS statement_timeout, \
+         current_setting('lock_timeout') AS lock_timeout",
         now() - SignedDuration::from_hours(1)
     );
     for _ in 0..3 {
@@ -172,6 +174,14 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
             rows[0].get("search_path"),
             Some(&Value::Text("nowhere".into()))
         );
+        // Inside a read, the limits are the read's own, set in its transaction.
+        for limit in ["statement_timeout", "lock_timeout"] {
+            assert_eq!(
+                rows[0].get(limit),
+                Some(&Value::Text("2s".into())),
+                "{limit}"
+            );
+        }
     }
     // Outside any read, the pooled connections keep the source's own statement timeout.
     let sessions = "SELECT count(*) FROM pg_stat_activity \
