@@ -175,6 +175,8 @@ pub struct Source {
     shown: String,
     timeout: Duration,
     page_size: usize,
+    /// SQLite: the most one page's values may hold in memory.
+    page_bytes: usize,
     pool: Pool,
 }
 
@@ -257,6 +259,7 @@ impl Source {
             shown,
             timeout: def.statement_timeout,
             page_size: def.page_size,
+            page_bytes: sqlite::MAX_PAGE_BYTES,
             pool,
         })
     }
@@ -493,6 +496,13 @@ impl Source {
             }
         };
         Ok(WindowReader::new(self, query, shape, window, session))
+    }
+
+    /// Lowers the memory bound of one SQLite page (256 MiB by default), so tests can show it
+    /// without building hundreds of megabytes; Rowfire never calls it.
+    #[doc(hidden)]
+    pub fn limit_page_bytes(&mut self, bytes: usize) {
+        self.page_bytes = bytes;
     }
 
     /// Runs a statement on a source session without the guard. It exists so tests can show that

@@ -175,31 +175,54 @@ fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error>
     })
 }
 
+/// The most one page of rows may hold in memory, values counted by their size: 256 MiB.
+pub(super) const MAX_PAGE_BYTES: usize = 256 << 20;
+
+/// What a decoded value holds in memory, roughly.
+fn value_bytes(v: &Value) -> usize {
+    match v {
+        Value::Text(s) | Value::Decimal(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        _ => 8,
+    }
+}
+
+/// Reads one page, row by row as SQLite produces them, and stops with
+/// [`FetchError::TooLarge`] once the page's values pass `max_bytes`, before reading more.
 pub(super) async fn fetch(
     tx: &mut sqlx::Transaction<'static, Sqlite>,
     rendered: &Rendered,
     shape: Shape<'_>,
     timeout: Duration,
+    max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
+    use futures_util::TryStreamExt as _;
+
     let alarm = arm_timeout(tx, timeout).await?;
-    let lite_rows = bound(rendered).fetch_all(&mut **tx).await?;
-    drop(alarm);
-    let Some(first) = lite_rows.first() else {
-        return Ok(Fetched::empty());
-    };
-    let cols = first.columns();
-    // The last column is Rowfire's normalised clock; callers see only the author's columns.
-    let width = cols.len() - 1;
-    debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
-    let columns: Arc<[String]> = cols[..width].iter().map(|c| c.name().to_string()).collect();
-    let (clock, key) = positions(&columns, shape, &vec![None; width]);
-    let mut rows = Vec::with_capacity(lite_rows.len());
-    let mut sort_clocks = Vec::with_capacity(lite_rows.len());
-    for r in &lite_rows {
-        let values = (0..width)
-            .map(|i| decode(r, i))
+    let mut stream = bound(rendered).fetch(&mut **tx);
+    let mut shared: Option<(Arc<[String]>, usize)> = None;
+    let mut rows = Vec::new();
+    let mut sort_clocks = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(r) = stream.try_next().await? {
+        let (columns, width) = shared.get_or_insert_with(|| {
+            let cols = r.columns();
+            // The last column is Rowfire's normalised clock; callers see only the author's.
+            let width = cols.len().saturating_sub(1);
+            debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
+            (
+                cols[..width].iter().map(|c| c.name().to_string()).collect(),
+                width,
+            )
+        });
+        let values = (0..*width)
+            .map(|i| decode(&r, i))
             .collect::<Result<Vec<_>, _>>()?;
-        let sort_clock = decode(r, width)?;
+        bytes += values.iter().map(value_bytes).sum::<usize>();
+        if bytes > max_bytes {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        let sort_clock = decode(&r, *width)?;
         let at = match sort_clock {
             Value::Int(us) => jiff::Timestamp::from_microsecond(us).ok(),
             _ => None,
@@ -211,6 +234,12 @@ pub(super) async fn fetch(
             clock: at,
         });
     }
+    drop(stream);
+    drop(alarm);
+    let Some((columns, width)) = shared else {
+        return Ok(Fetched::empty());
+    };
+    let (clock, key) = positions(&columns, shape, &vec![None; width]);
     Ok(Fetched {
         rows,
         sort_clocks: Some(sort_clocks),

@@ -107,11 +107,21 @@ impl<'a> WindowReader<'a> {
         let source = self.source;
         match &mut self.session {
             Session::Postgres(session) => postgres::fetch(session, rendered, self.shape).await,
-            Session::Sqlite(tx) => sqlite::fetch(tx, rendered, self.shape, source.timeout).await,
+            Session::Sqlite(tx) => {
+                sqlite::fetch(tx, rendered, self.shape, source.timeout, source.page_bytes).await
+            }
         }
         .map_err(|e| match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
+            FetchError::TooLarge { limit } => SourceError::Query {
+                name: source.name.clone(),
+                shown: source.shown.clone(),
+                message: format!(
+                    "one page of rows holds more than {} MiB; select fewer or smaller columns, or lower max_rows",
+                    (limit >> 20).max(1)
+                ),
+            },
             FetchError::Unsupported { column, type_name } => SourceError::UnsupportedType {
                 name: source.name.clone(),
                 column,
@@ -172,6 +182,10 @@ pub(crate) enum FetchError {
     Sql(sqlx::Error),
     /// Rowfire's own deadline passed (the server's timeout was defeated).
     Deadline,
+    /// A page held more than `limit` bytes of values.
+    TooLarge {
+        limit: usize,
+    },
     Unsupported {
         column: String,
         type_name: String,

@@ -407,3 +407,32 @@ rules:
         other => panic!("the poll did not fail at its timeout: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_sqlite_page_larger_than_the_memory_bound_is_refused_with_advice() {
+    let db = TestSqlite::new();
+    crate::support::sample_source(&db.url, 100).await;
+    let mut source = Source::connect(&def(Duration::from_secs(20), 100), &db.url)
+        .await
+        .unwrap();
+    // The bound is 256 MiB; shown here at 1 MiB so the test stays small.
+    source.limit_page_bytes(1 << 20);
+    // Twenty values of 100 kB each: every value is allowed, a page of all of them is not.
+    let sql = format!(
+        "WITH RECURSIVE c(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < 20) \
+         SELECT g AS k, '{}' AS at, zeroblob(100000 + g) AS big FROM c",
+        yesterday_text()
+    );
+    let err = read_all(&source, &sql).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("more than 1 MiB") && msg.contains("lower max_rows"),
+        "{msg}"
+    );
+    // Smaller pages of the same rows are read.
+    let mut source = Source::connect(&def(Duration::from_secs(20), 5), &db.url)
+        .await
+        .unwrap();
+    source.limit_page_bytes(1 << 20);
+    assert_eq!(read_all(&source, &sql).await.unwrap().len(), 20);
+}
