@@ -16,11 +16,16 @@ use sqlx::{AssertSqlSafe, Row as _};
 
 use crate::support::{TestPg, TestSqlite, now};
 
+/// The functions outside the allowlist that [`hostile_sql`] calls: a source must opt in to them.
+const HOSTILE_FUNCTIONS: &[&str] = &["set_config", "pg_sleep", "pg_try_advisory_lock", "stubborn"];
+
 fn def(timeout: Duration, page_size: usize) -> SourceDef {
     let defs = definitions::parse("version: 2\n").unwrap();
     let mut def = defs.source(DEFAULT_SOURCE).unwrap().clone();
     def.statement_timeout = timeout;
     def.page_size = page_size;
+    // after the allowlist lands: allow_functions
+    // def.allow_functions = HOSTILE_FUNCTIONS.iter().map(|f| f.to_string()).collect();
     def
 }
 
@@ -38,13 +43,11 @@ fn window() -> Window {
     }
 }
 
-/// Trigger SQL that calls session-changing functions from `FROM`, as an attacker would write it.
-/// Every test builds its hostile SQL here, so the switch below happens in one place.
-///
-/// Today's guard admits functions used as tables in `FROM`.
-// after the allowlist lands: allow_functions: [set_config, pg_sleep, pg_try_advisory_lock,
-// current_setting, stubborn] on the test source (and pass them to the check), or the guard
-// refuses it.
+/// Trigger SQL that calls session-changing functions from `FROM`, as an attacker would write it
+/// (or as a customer would, having opted in to a function that does so). Every test builds its
+/// hostile SQL here. Today's guard admits functions used as tables in `FROM`.
+// after the allowlist lands: allow_functions: HOSTILE_FUNCTIONS on the source, in `def` and in
+// the poll test's definitions (two lines marked below), or the guard refuses this SQL.
 fn hostile_sql(select: &str, from: &str) -> String {
     format!(
         "SELECT g AS k, timestamptz '{}' AS at, {select} FROM {from}",
@@ -269,9 +272,9 @@ async fn a_sqlite_value_larger_than_the_limit_is_refused_not_built() {
         .await
         .unwrap();
     let started = Instant::now();
-    // A 2 GB blob is refused outright.
+    // A 40 MB string built from a 20 MB one is refused outright.
     let sql = format!(
-        "SELECT 1 AS k, '{}' AS at, zeroblob(2000000000) AS huge",
+        "SELECT 1 AS k, '{}' AS at, replace(printf('%.*c', 20000000, 'x'), 'x', 'xy') AS huge",
         yesterday_text()
     );
     let err = read_all(&source, &sql).await.unwrap_err();
@@ -362,12 +365,14 @@ async fn a_poll_whose_sql_turns_its_statement_timeout_off_and_sleeps_fails_at_it
          LATERAL pg_sleep(CASE WHEN s.v = '0' THEN 20 ELSE 0 END) AS z, \
          generate_series(1, 6) AS g",
     );
-    // after the allowlist lands: allow_functions: [set_config, pg_sleep] under `source:` here.
+    // after the allowlist lands: allow_functions (drop the `# ` before it below).
+    let allow = format!("# allow_functions: [{}]", HOSTILE_FUNCTIONS.join(", "));
     let definitions = format!(
         r##"version: 2
 source:
   dsn_env: HOSTILE_URL
   statement_timeout_ms: 300
+  {allow}
 integrations:
   inbox:
     catalog: demo_inbox
@@ -420,7 +425,7 @@ async fn a_sqlite_page_larger_than_the_memory_bound_is_refused_with_advice() {
     // Twenty values of 100 kB each: every value is allowed, a page of all of them is not.
     let sql = format!(
         "WITH RECURSIVE c(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < 20) \
-         SELECT g AS k, '{}' AS at, zeroblob(100000 + g) AS big FROM c",
+         SELECT g AS k, '{}' AS at, printf('%.*c', 100000 + g, 'x') AS big FROM c",
         yesterday_text()
     );
     let err = read_all(&source, &sql).await.unwrap_err();
