@@ -173,10 +173,10 @@ pub struct Source {
     name: String,
     dialect: Dialect,
     shown: String,
-    timeout: Duration,
-    page_size: usize,
     /// SQLite: the most one page's values may hold in memory.
     page_bytes: usize,
+    timeout: Duration,
+    page_size: usize,
     pool: Pool,
 }
 
@@ -257,9 +257,9 @@ impl Source {
             name: def.name.clone(),
             dialect,
             shown,
+            page_bytes: sqlite::MAX_PAGE_BYTES,
             timeout: def.statement_timeout,
             page_size: def.page_size,
-            page_bytes: sqlite::MAX_PAGE_BYTES,
             pool,
         })
     }
