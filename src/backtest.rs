@@ -215,6 +215,9 @@ pub async fn run(
     report.null_key_rows += null_keys;
     report.rows_matched += null_keys;
     report.null_clock_rows += source.count_null_clocks(&query, shape, window).await?;
+    report.unreadable_clocks = source
+        .count_unreadable_clocks(&query, shape, window)
+        .await?;
     report.distinct_keys = sim.distinct_keys();
     report.query_ms = started.elapsed().as_millis() as u64;
     report.samples = samples.into_iter().flatten().collect();

@@ -10,7 +10,7 @@ use crate::cadence::{self, Placement};
 use crate::definitions::{DEFAULT_SOURCE, Definitions};
 use crate::ledger::{self, Fire};
 use crate::poll::DsnResolver;
-use crate::source::Source;
+use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
 use crate::store::{Store, fetch_all};
 
@@ -31,6 +31,8 @@ pub struct Explanation {
     pub rows_unavailable: Option<String>,
     /// Days of rows looked at.
     pub days: u32,
+    /// Rows of the whole query whose clock is not a time (they never fire, whatever their key).
+    pub unreadable_clocks: UnreadableClocks,
 }
 
 /// One recent row of the key.
@@ -138,6 +140,7 @@ pub async fn why(
         rows: Vec::new(),
         rows_unavailable: None,
         days,
+        unreadable_clocks: UnreadableClocks::default(),
     };
     let def = defs
         .source(&trigger.source)
@@ -186,10 +189,15 @@ pub async fn why(
             }
         }
         reader.finish().await;
-        Ok::<_, String>(rows)
+        let unreadable = source
+            .count_unreadable_clocks(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((rows, unreadable))
     };
     match read.await {
-        Ok(rows) => {
+        Ok((rows, unreadable)) => {
+            explanation.unreadable_clocks = unreadable;
             explanation.rows = rows
                 .into_iter()
                 .map(|(clock, bucket)| {
@@ -245,6 +253,13 @@ impl fmt::Display for Explanation {
                     self.days,
                     self.rows.len()
                 )?;
+                if self.unreadable_clocks.rows > 0 {
+                    writeln!(
+                        f,
+                        "  the trigger has {} (any key, never fired); write the clock as a time, or cast it in the SQL",
+                        self.unreadable_clocks
+                    )?;
+                }
                 for row in &self.rows {
                     match (&row.bucket, &row.fire) {
                         (Some(_), Some(fire)) if fire.clock == row.clock => {

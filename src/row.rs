@@ -125,6 +125,37 @@ pub fn parse_timestamp(s: &str) -> Option<Timestamp> {
     None
 }
 
+/// A text clock as integer microseconds since the Unix epoch (rounded to the nearest
+/// microsecond), read as [`parse_timestamp`] reads it: how SQLite sources compare clocks.
+pub fn text_clock_micros(s: &str) -> Option<i64> {
+    let ts = parse_timestamp(s)?;
+    let rounded = ts.round(jiff::Unit::Microsecond).ok()?;
+    Some(rounded.as_microsecond())
+}
+
+/// A number of Unix seconds (a fraction allowed) as integer microseconds since the Unix epoch,
+/// rounded to the nearest; `None` when it is not finite or outside the times Rowfire handles.
+pub fn unix_seconds_micros(seconds: f64) -> Option<i64> {
+    if !seconds.is_finite() {
+        return None;
+    }
+    let micros = (seconds * 1_000_000.0).round();
+    let min = Timestamp::MIN.as_microsecond() as f64;
+    let max = Timestamp::MAX.as_microsecond() as f64;
+    if !(min..=max).contains(&micros) {
+        return None;
+    }
+    Some(micros as i64)
+}
+
+/// Whole Unix seconds as integer microseconds since the Unix epoch; `None` outside the times
+/// Rowfire handles.
+pub fn unix_int_seconds_micros(seconds: i64) -> Option<i64> {
+    let micros = seconds.checked_mul(1_000_000)?;
+    Timestamp::from_microsecond(micros).ok()?;
+    Some(micros)
+}
+
 /// The column names shared by every row of one result.
 pub type Columns = Arc<[String]>;
 
@@ -174,6 +205,32 @@ mod tests {
             assert_eq!(parse_timestamp(s), Some(want), "{s}");
         }
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn clocks_are_compared_to_the_microsecond() {
+        let at = text_clock_micros("2026-11-28 23:00:00.000001").unwrap();
+        assert_eq!(
+            text_clock_micros("2026-11-29T00:00:00.000001+01:00"),
+            Some(at)
+        );
+        assert_eq!(text_clock_micros("2026-11-28T23:00:00.000001Z"), Some(at));
+        assert_eq!(
+            text_clock_micros("2026-11-28 23:00:00").map(|us| us + 1),
+            Some(at)
+        );
+        assert_eq!(text_clock_micros("2026-11-28 23:00:00.0000014"), Some(at));
+        assert_eq!(
+            unix_int_seconds_micros(1_795_906_800).map(|us| us + 1),
+            Some(at)
+        );
+        assert_eq!(unix_seconds_micros(1_795_906_800.000_001), Some(at));
+        for unreadable in ["yesterday", "\\N", "now", ""] {
+            assert_eq!(text_clock_micros(unreadable), None, "{unreadable}");
+        }
+        assert_eq!(unix_seconds_micros(f64::NAN), None);
+        assert_eq!(unix_seconds_micros(1e300), None);
+        assert_eq!(unix_int_seconds_micros(i64::MAX), None);
     }
 
     #[test]

@@ -445,8 +445,8 @@ mod render;
 
 pub use functions::{MAX_NAME_PART, is_allowlisted};
 pub use render::{
-    Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, Shape, Slice, Window,
-    sqlite_clock_text,
+    Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
+    Window, sqlite_clock_micros, sqlite_clock_text,
 };
 
 #[cfg(test)]

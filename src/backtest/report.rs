@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::Options;
 use crate::definitions::{Rule, Trigger};
-use crate::source::Source;
+use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
 
 /// What every backtest says about its own numbers.
@@ -74,8 +74,11 @@ pub struct Report {
     pub collapsed: u64,
     /// Distinct keys among rows that could fire.
     pub distinct_keys: u64,
-    /// Rows whose clock is NULL or unreadable, over the whole query.
+    /// Rows whose clock is NULL, over the whole query.
     pub null_clock_rows: u64,
+    /// Rows whose clock is there but is not a time (`'yesterday'`), over the whole query, with
+    /// one of them.
+    pub unreadable_clocks: UnreadableClocks,
     /// Rows in the window with a NULL key column.
     pub null_key_rows: u64,
     /// Rows of a time-anchored rule whose anchor is NULL.
@@ -213,6 +216,21 @@ impl fmt::Display for Report {
             self.null_clock_rows,
             "   (over the whole query; never fire)",
         )?;
+        if self.unreadable_clocks.rows > 0 {
+            line(
+                f,
+                "rows with unreadable clock",
+                self.unreadable_clocks.rows,
+                "   (over the whole query; never fire)",
+            )?;
+            if let Some(e) = &self.unreadable_clocks.example {
+                writeln!(
+                    f,
+                    "  {:<22}{:>9}   e.g. {:?} (key {}): write the clock as a time, or cast it in the SQL",
+                    "", "", e.clock, e.key
+                )?;
+            }
+        }
         line(
             f,
             "rows with NULL key",

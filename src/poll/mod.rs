@@ -108,6 +108,8 @@ pub struct PollReport {
     pub null_keys: u64,
     /// Rows with a NULL clock (whole query).
     pub null_clocks: u64,
+    /// Rows whose clock is not a time (whole query), with one of them.
+    pub unreadable_clocks: crate::source::UnreadableClocks,
     /// Per rule.
     pub rules: Vec<RulePoll>,
     /// How it ended.
@@ -130,11 +132,18 @@ impl fmt::Display for PollReport {
                 r.rule, r.mode, r.fired, r.already
             )?;
         }
-        if self.null_keys + self.null_clocks > 0 {
+        if self.null_keys + self.null_clocks + self.unreadable_clocks.rows > 0 {
             writeln!(
                 f,
-                "  not fired: {} row(s) with a NULL key, {} with a NULL clock",
-                self.null_keys, self.null_clocks
+                "  not fired: {} row(s) with a NULL key, {} with a NULL clock, {} with an unreadable clock",
+                self.null_keys, self.null_clocks, self.unreadable_clocks.rows
+            )?;
+        }
+        if let Some(e) = &self.unreadable_clocks.example {
+            writeln!(
+                f,
+                "  unreadable clock: e.g. {:?} (key {}); write the clock as a time, or cast it in the SQL",
+                e.clock, e.key
             )?;
         }
         match &self.status {
@@ -253,6 +262,7 @@ impl Poller {
             already: 0,
             null_keys: 0,
             null_clocks: 0,
+            unreadable_clocks: Default::default(),
             rules: Vec::new(),
             status: PollStatus::Ok,
             settled: true,
@@ -372,6 +382,12 @@ impl Poller {
             already: report.already,
             null_clocks: report.null_clocks,
             null_keys: report.null_keys,
+            unreadable_clocks: report.unreadable_clocks.rows,
+            unreadable_clock_example: report
+                .unreadable_clocks
+                .example
+                .as_ref()
+                .map(|e| format!("{:?} (key {})", e.clock, e.key)),
         };
         let (status, error) = match &result {
             Ok(()) => ("ok", None),
@@ -420,6 +436,10 @@ impl Poller {
             .map_err(|e| e.to_string())?;
         report.null_clocks = source
             .count_null_clocks(&query, shape, window)
+            .await
+            .map_err(|e| e.to_string())?;
+        report.unreadable_clocks = source
+            .count_unreadable_clocks(&query, shape, window)
             .await
             .map_err(|e| e.to_string())?;
         Ok(())

@@ -20,6 +20,10 @@ pub struct RunCounts {
     pub null_clocks: u64,
     /// Rows in the window with a NULL key.
     pub null_keys: u64,
+    /// Rows whose clock is not a time (whole query).
+    pub unreadable_clocks: u64,
+    /// One of them: `'yesterday' (key ["a"])`.
+    pub unreadable_clock_example: Option<String>,
 }
 
 /// Records the start of a poll; returns the run's id.
@@ -55,7 +59,8 @@ pub async fn finish(
     let mut tx = store.begin(workspace).await?;
     execute!(
         &mut tx,
-        "UPDATE run SET status = $3, matched = $4, fired = $5, already = $6, null_clocks = $7, null_keys = $8, error = $9, finished_at = $10
+        "UPDATE run SET status = $3, matched = $4, fired = $5, already = $6, null_clocks = $7, null_keys = $8, error = $9, finished_at = $10,
+             unreadable_clocks = $11, unreadable_clock_example = $12
          WHERE workspace_id = $1 AND id = $2",
         [
             workspace,
@@ -67,7 +72,9 @@ pub async fn finish(
             counts.null_clocks as i64,
             counts.null_keys as i64,
             error,
-            DbTime(now)
+            DbTime(now),
+            counts.unreadable_clocks as i64,
+            counts.unreadable_clock_example.as_deref()
         ]
     )
     .map_err(|e| store.error(e))?;

@@ -2,8 +2,11 @@
 //! trigger's time window through the SQL guard.
 //!
 //! Every session is read-only (PostgreSQL: `default_transaction_read_only` plus a read-only
-//! transaction; SQLite: opened read-only with `query_only`), carries a statement timeout, and is
-//! shown as `host:port/db` at most: a DSN never appears in output or errors.
+//! transaction; SQLite: opened read-only with `query_only`), carries a statement timeout that the
+//! query cannot lift (PostgreSQL: set transaction-locally before every statement and backed by a
+//! client-side deadline that ends the backend; SQLite: a wall-clock interrupt), leaves nothing
+//! behind (PostgreSQL connections are reused only after `DISCARD ALL`, closed on any failure),
+//! and is shown as `host:port/db` at most: a DSN never appears in output or errors.
 
 mod postgres;
 mod sqlite;
@@ -132,12 +135,54 @@ pub struct Column {
     pub type_name: String,
 }
 
+/// Rows whose clock cannot be read as a time, and one of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableClocks {
+    /// How many rows, over the whole query.
+    pub rows: u64,
+    /// One such row, when there is any.
+    pub example: Option<UnreadableExample>,
+}
+
+/// One row whose clock cannot be read as a time.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableExample {
+    /// The clock's value as stored (cut to 80 characters).
+    pub clock: String,
+    /// The row's key, encoded as dedup keys are (a JSON array).
+    pub key: String,
+}
+
+impl std::fmt::Display for UnreadableClocks {
+    /// `3 row(s) with an unreadable clock, e.g. 'yesterday' (key ["a"])`, or nothing.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} row(s) with an unreadable clock", self.rows)?;
+        if let Some(e) = &self.example {
+            write!(f, ", e.g. {:?} (key {})", e.clock, e.key)?;
+        }
+        Ok(())
+    }
+}
+
+/// Cuts `s` to at most `max` characters, marking the cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max).collect();
+        out.push('…');
+        out
+    }
+}
+
 /// A connected, read-only source.
 #[derive(Debug, Clone)]
 pub struct Source {
     name: String,
     dialect: Dialect,
     shown: String,
+    /// SQLite: the most one page's values may hold in memory.
+    page_bytes: usize,
     timeout: Duration,
     page_size: usize,
     allow_functions: Vec<String>,
@@ -226,6 +271,7 @@ impl Source {
             name: def.name.clone(),
             dialect,
             shown,
+            page_bytes: sqlite::MAX_PAGE_BYTES,
             timeout: def.statement_timeout,
             page_size: def.page_size,
             allow_functions: def.allow_functions.clone(),
@@ -264,6 +310,21 @@ impl Source {
         })
     }
 
+    fn timeout_error(&self) -> SourceError {
+        SourceError::Timeout {
+            name: self.name.clone(),
+            shown: self.shown.clone(),
+            timeout: self.timeout,
+        }
+    }
+
+    fn pg_error(&self, e: postgres::PgFail) -> SourceError {
+        match e {
+            postgres::PgFail::Sql(e) => self.query_error(e),
+            postgres::PgFail::Deadline => self.timeout_error(),
+        }
+    }
+
     fn query_error(&self, e: sqlx::Error) -> SourceError {
         let timed_out = match &e {
             sqlx::Error::Database(db) => match self.dialect {
@@ -273,11 +334,7 @@ impl Source {
             _ => false,
         };
         if timed_out {
-            SourceError::Timeout {
-                name: self.name.clone(),
-                shown: self.shown.clone(),
-                timeout: self.timeout,
-            }
+            self.timeout_error()
         } else {
             let message = match &e {
                 sqlx::Error::Database(db) => db.message().to_string(),
@@ -299,10 +356,13 @@ impl Source {
     ) -> Result<Vec<Column>, SourceError> {
         let rendered = query.columns_sql(window);
         match &self.pool {
-            Pool::Postgres(pool) => postgres::columns(pool, &rendered).await,
-            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout).await,
+            Pool::Postgres(pool) => postgres::columns(pool, &rendered, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 
     /// Prepares a trigger to read: its SQL through the guard in this source's dialect, then its
@@ -380,13 +440,16 @@ impl Source {
 
     async fn count(&self, rendered: &Rendered) -> Result<u64, SourceError> {
         match &self.pool {
-            Pool::Postgres(pool) => postgres::count(pool, rendered).await,
-            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout).await,
+            Pool::Postgres(pool) => postgres::count(pool, rendered, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 
-    /// Rows whose clock is NULL (or unreadable), over the whole query, not just the window.
+    /// Rows whose clock is NULL, over the whole query, not just the window.
     pub async fn count_null_clocks(
         &self,
         query: &CheckedQuery,
@@ -394,6 +457,33 @@ impl Source {
         window: Window,
     ) -> Result<u64, SourceError> {
         self.count(&query.null_clock_count_sql(shape, window)).await
+    }
+
+    /// Rows whose clock is there but cannot be read as a time (`'yesterday'`, `'\N'`, a blob),
+    /// over the whole query, with one such row's clock and key. Always none on PostgreSQL,
+    /// where the clock must be a typed time.
+    pub async fn count_unreadable_clocks(
+        &self,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<UnreadableClocks, SourceError> {
+        let (Some(rendered), Pool::Sqlite(pool)) =
+            (query.unreadable_clock_sql(shape, window), &self.pool)
+        else {
+            return Ok(UnreadableClocks::default());
+        };
+        let (rows, values) = sqlite::count_with_example(pool, &rendered, self.timeout)
+            .await
+            .map_err(|e| self.query_error(e))?;
+        let example = (rows > 0 && !values.is_empty()).then(|| {
+            let key: Vec<&crate::row::Value> = values[1..].iter().collect();
+            UnreadableExample {
+                clock: shorten(&values[0].to_string(), 80),
+                key: crate::cadence::encode_values(&key),
+            }
+        });
+        Ok(UnreadableClocks { rows, example })
     }
 
     /// Rows in the window with a NULL key column. They are read by no page and fire nothing.
@@ -415,9 +505,9 @@ impl Source {
     ) -> Result<WindowReader<'a>, SourceError> {
         let session = match &self.pool {
             Pool::Postgres(pool) => Session::Postgres(
-                postgres::begin(pool)
+                postgres::PgSession::open(pool, self.timeout)
                     .await
-                    .map_err(|e| self.query_error(e))?,
+                    .map_err(|e| self.pg_error(e))?,
             ),
             Pool::Sqlite(pool) => {
                 Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?)
@@ -426,15 +516,25 @@ impl Source {
         Ok(WindowReader::new(self, query, shape, window, session))
     }
 
+    /// Lowers the memory bound of one SQLite page (256 MiB by default), so tests can show it
+    /// without building hundreds of megabytes; Rowfire never calls it.
+    #[doc(hidden)]
+    pub fn limit_page_bytes(&mut self, bytes: usize) {
+        self.page_bytes = bytes;
+    }
+
     /// Runs a statement on a source session without the guard. It exists so tests can show that
     /// the session itself refuses writes; Rowfire never calls it.
     #[doc(hidden)]
     pub async fn execute_unguarded(&self, sql: &str) -> Result<(), SourceError> {
         match &self.pool {
-            Pool::Postgres(pool) => postgres::execute(pool, sql).await,
-            Pool::Sqlite(pool) => sqlite::execute(pool, sql).await,
+            Pool::Postgres(pool) => postgres::execute(pool, sql, self.timeout)
+                .await
+                .map_err(|e| self.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::execute(pool, sql)
+                .await
+                .map_err(|e| self.query_error(e)),
         }
-        .map_err(|e| self.query_error(e))
     }
 }
 

@@ -1,5 +1,6 @@
-//! SQLite sources: opened read-only with `query_only`, a progress-handler statement timeout,
-//! and clocks compared as `strftime('%Y-%m-%d %H:%M:%f')` text.
+//! SQLite sources: opened read-only with `query_only`, a wall-clock statement timeout (an
+//! interrupt from a timer and a progress handler), a bound on the size of any one value, and
+//! clocks compared as integer microseconds through Rowfire's own `rowfire_clock_us` function.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -14,7 +15,11 @@ use sqlx::{
 
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
-use crate::sql_guard::{Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_text};
+use crate::sql_guard::{
+    Bind, Rendered, SQLITE_CLOCK_COLUMN, Shape, sqlite_clock_micros, sqlite_clock_text,
+};
+
+mod ffi_parts;
 
 pub(super) enum ConnectError {
     Dsn,
@@ -43,6 +48,13 @@ pub(super) async fn connect(dsn: &str) -> Result<(SqlitePool, String), ConnectEr
         .pragma("query_only", "ON");
     let pool = SqlitePoolOptions::new()
         .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                let mut handle = conn.lock_handle().await?;
+                ffi_parts::prepare_connection(handle.as_raw_handle())
+                    .map_err(|e| sqlx::Error::Configuration(e.into()))
+            })
+        })
         .connect_with(opts)
         .await
         .map_err(|e| ConnectError::Connect {
@@ -57,6 +69,7 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
     for b in &rendered.binds {
         q = match b {
             Bind::Instant(ts) => q.bind(sqlite_clock_text(*ts)),
+            Bind::Clock(ts) => q.bind(sqlite_clock_micros(*ts)),
             Bind::Value { value, .. } => match value {
                 Value::Null => q.bind(None::<String>),
                 Value::Bool(b) => q.bind(*b),
@@ -70,13 +83,17 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
     q
 }
 
-/// Interrupts any statement on `conn` that runs past `timeout` from now.
-async fn arm_timeout(conn: &mut SqliteConnection, timeout: Duration) -> Result<(), sqlx::Error> {
+/// Interrupts any statement on `conn` that runs past `timeout` from now, by wall-clock time:
+/// a progress handler stops the statement between VM steps, and a timer interrupts it even
+/// inside one long step (a heavy function on one row). The returned guard stops the timer.
+async fn arm_timeout(
+    conn: &mut SqliteConnection,
+    timeout: Duration,
+) -> Result<ffi_parts::Alarm, sqlx::Error> {
     let deadline = Instant::now() + timeout;
-    conn.lock_handle()
-        .await?
-        .set_progress_handler(10_000, move || Instant::now() < deadline);
-    Ok(())
+    let mut handle = conn.lock_handle().await?;
+    handle.set_progress_handler(1_000, move || Instant::now() < deadline);
+    Ok(ffi_parts::Alarm::set(handle.as_raw_handle(), timeout))
 }
 
 pub(super) async fn begin(
@@ -94,8 +111,9 @@ pub(super) async fn columns(
     let described = (&mut *conn)
         .prepare(AssertSqlSafe(rendered.sql.clone()).into_sql_str())
         .await?;
-    arm_timeout(&mut conn, timeout).await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
     bound(rendered).fetch_all(&mut *conn).await?;
+    drop(alarm);
     Ok(described
         .columns()
         .iter()
@@ -112,9 +130,27 @@ pub(super) async fn count(
     timeout: Duration,
 ) -> Result<u64, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    arm_timeout(&mut conn, timeout).await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
     let row = bound(rendered).fetch_one(&mut *conn).await?;
+    drop(alarm);
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
+}
+
+/// Runs a `SELECT count(*), columns…` statement: the count and the columns of one counted row.
+pub(super) async fn count_with_example(
+    pool: &SqlitePool,
+    rendered: &Rendered,
+    timeout: Duration,
+) -> Result<(u64, Vec<Value>), sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
+    let row = bound(rendered).fetch_one(&mut *conn).await?;
+    drop(alarm);
+    let count = row.try_get::<i64, _>(0)?.max(0) as u64;
+    let example = (1..row.len())
+        .map(|i| decode(&row, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((count, example))
 }
 
 /// Runs statements on a source connection as it is opened for reads.
@@ -139,31 +175,58 @@ fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error>
     })
 }
 
+/// The most one page of rows may hold in memory, values counted by their size: 256 MiB.
+pub(super) const MAX_PAGE_BYTES: usize = 256 << 20;
+
+/// What a decoded value holds in memory, roughly.
+fn value_bytes(v: &Value) -> usize {
+    match v {
+        Value::Text(s) | Value::Decimal(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        _ => 8,
+    }
+}
+
+/// Reads one page, row by row as SQLite produces them, and stops with
+/// [`FetchError::TooLarge`] once the page's values pass `max_bytes`, before reading more.
 pub(super) async fn fetch(
     tx: &mut sqlx::Transaction<'static, Sqlite>,
     rendered: &Rendered,
     shape: Shape<'_>,
     timeout: Duration,
+    max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    arm_timeout(tx, timeout).await?;
-    let lite_rows = bound(rendered).fetch_all(&mut **tx).await?;
-    let Some(first) = lite_rows.first() else {
-        return Ok(Fetched::empty());
-    };
-    let cols = first.columns();
-    // The last column is Rowfire's normalised clock; callers see only the author's columns.
-    let width = cols.len() - 1;
-    debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
-    let columns: Arc<[String]> = cols[..width].iter().map(|c| c.name().to_string()).collect();
-    let (clock, key) = positions(&columns, shape, &vec![None; width]);
-    let mut rows = Vec::with_capacity(lite_rows.len());
-    let mut sort_clocks = Vec::with_capacity(lite_rows.len());
-    for r in &lite_rows {
-        let values = (0..width)
-            .map(|i| decode(r, i))
+    use futures_util::TryStreamExt as _;
+
+    let alarm = arm_timeout(tx, timeout).await?;
+    let mut stream = bound(rendered).fetch(&mut **tx);
+    let mut shared: Option<(Arc<[String]>, usize)> = None;
+    let mut rows = Vec::new();
+    let mut sort_clocks = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(r) = stream.try_next().await? {
+        let (columns, width) = shared.get_or_insert_with(|| {
+            let cols = r.columns();
+            // The last column is Rowfire's normalised clock; callers see only the author's.
+            let width = cols.len().saturating_sub(1);
+            debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
+            (
+                cols[..width].iter().map(|c| c.name().to_string()).collect(),
+                width,
+            )
+        });
+        let values = (0..*width)
+            .map(|i| decode(&r, i))
             .collect::<Result<Vec<_>, _>>()?;
-        let sort_clock = decode(r, width)?;
-        let at = sort_clock.as_timestamp();
+        bytes += values.iter().map(value_bytes).sum::<usize>();
+        if bytes > max_bytes {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        let sort_clock = decode(&r, *width)?;
+        let at = match sort_clock {
+            Value::Int(us) => jiff::Timestamp::from_microsecond(us).ok(),
+            _ => None,
+        };
         sort_clocks.push(sort_clock);
         rows.push(Row {
             columns: columns.clone(),
@@ -171,6 +234,12 @@ pub(super) async fn fetch(
             clock: at,
         });
     }
+    drop(stream);
+    drop(alarm);
+    let Some((columns, width)) = shared else {
+        return Ok(Fetched::empty());
+    };
+    let (clock, key) = positions(&columns, shape, &vec![None; width]);
     Ok(Fetched {
         rows,
         sort_clocks: Some(sort_clocks),

@@ -6,7 +6,7 @@ use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slic
 use super::{Source, SourceError, postgres, sqlite};
 
 pub(super) enum Session {
-    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    Postgres(postgres::PgSession),
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
 }
 
@@ -106,11 +106,22 @@ impl<'a> WindowReader<'a> {
     async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
         let source = self.source;
         match &mut self.session {
-            Session::Postgres(tx) => postgres::fetch(tx, rendered, self.shape, &source.name).await,
-            Session::Sqlite(tx) => sqlite::fetch(tx, rendered, self.shape, source.timeout).await,
+            Session::Postgres(session) => postgres::fetch(session, rendered, self.shape).await,
+            Session::Sqlite(tx) => {
+                sqlite::fetch(tx, rendered, self.shape, source.timeout, source.page_bytes).await
+            }
         }
         .map_err(|e| match e {
             FetchError::Sql(e) => source.query_error(e),
+            FetchError::Deadline => source.timeout_error(),
+            FetchError::TooLarge { limit } => SourceError::Query {
+                name: source.name.clone(),
+                shown: source.shown.clone(),
+                message: format!(
+                    "one page of rows holds more than {} MiB; select fewer or smaller columns, or lower max_rows",
+                    (limit >> 20).max(1)
+                ),
+            },
             FetchError::Unsupported { column, type_name } => SourceError::UnsupportedType {
                 name: source.name.clone(),
                 column,
@@ -158,16 +169,27 @@ impl<'a> WindowReader<'a> {
 
     /// Ends the read-only snapshot.
     pub async fn finish(self) {
-        let _ = match self.session {
-            Session::Postgres(tx) => tx.rollback().await,
-            Session::Sqlite(tx) => tx.rollback().await,
-        };
+        match self.session {
+            Session::Postgres(session) => session.close().await,
+            Session::Sqlite(tx) => {
+                let _ = tx.rollback().await;
+            }
+        }
     }
 }
 
 pub(crate) enum FetchError {
     Sql(sqlx::Error),
-    Unsupported { column: String, type_name: String },
+    /// Rowfire's own deadline passed (the server's timeout was defeated).
+    Deadline,
+    /// A page held more than `limit` bytes of values.
+    TooLarge {
+        limit: usize,
+    },
+    Unsupported {
+        column: String,
+        type_name: String,
+    },
 }
 
 impl From<sqlx::Error> for FetchError {

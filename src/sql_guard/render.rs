@@ -9,8 +9,12 @@ use crate::row::Value;
 /// A value bound to a rendered statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Bind {
-    /// A window bound (`:since`, `:until`, or Rowfire's own window).
+    /// A window bound the author's SQL names (`:since`, `:until`). On SQLite it is bound as
+    /// `YYYY-MM-DD HH:MM:SS.SSS` UTC text, as documented for authors.
     Instant(Timestamp),
+    /// A bound of Rowfire's own window, compared with the normalised clock (SQLite: integer
+    /// microseconds).
+    Clock(Timestamp),
     /// A keyset value from the previous page, with the PostgreSQL type to cast it to.
     Value {
         /// The value, as read from the last row of the previous page.
@@ -82,6 +86,12 @@ pub enum Slice<'a> {
 /// The column SQLite reads the normalised clock into, stripped before rows reach callers.
 pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
 
+/// The SQL function Rowfire registers on every SQLite source connection to read a clock as
+/// integer microseconds since the Unix epoch (NULL when NULL or unreadable), with the same
+/// parser Rowfire reads clocks with in Rust ([`crate::row::clock_micros`]), so comparisons,
+/// window bounds and pages are exact to the microsecond.
+pub const SQLITE_CLOCK_FN: &str = "rowfire_clock_us";
+
 /// The clock and key columns a trigger pages by.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape<'a> {
@@ -97,6 +107,8 @@ struct Builder {
     binds: Vec<Bind>,
     since: Option<String>,
     until: Option<String>,
+    clock_since: Option<String>,
+    clock_until: Option<String>,
     window: Window,
 }
 
@@ -108,6 +120,8 @@ impl Builder {
             binds: Vec::new(),
             since: None,
             until: None,
+            clock_since: None,
+            clock_until: None,
             window,
         }
     }
@@ -151,13 +165,31 @@ impl Builder {
         self.until.clone().expect("set above")
     }
 
+    fn clock_since(&mut self) -> String {
+        if self.clock_since.is_none() {
+            self.clock_since = Some(self.push(Bind::Clock(self.window.since)));
+        }
+        self.clock_since.clone().expect("set above")
+    }
+
+    fn clock_until(&mut self) -> String {
+        if self.clock_until.is_none() {
+            self.clock_until = Some(self.push(Bind::Clock(self.window.until)));
+        }
+        self.clock_until.clone().expect("set above")
+    }
+
     fn literal(&self, bind: &Bind) -> String {
         let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
         match (self.dialect, bind) {
-            (Dialect::Postgres, Bind::Instant(ts)) => {
+            (Dialect::Postgres, Bind::Instant(ts) | Bind::Clock(ts)) => {
                 format!("{}::timestamptz", quote(&ts.to_string()))
             }
             (Dialect::Sqlite, Bind::Instant(ts)) => quote(&sqlite_clock_text(*ts)),
+            (Dialect::Sqlite, Bind::Clock(ts)) => format!(
+                "{SQLITE_CLOCK_FN}({})",
+                quote(&ts.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string())
+            ),
             (
                 _,
                 Bind::Value {
@@ -180,9 +212,18 @@ impl Builder {
     }
 }
 
-/// The text SQLite compares clocks as: `strftime('%Y-%m-%d %H:%M:%f')` of the instant in UTC.
+/// The text an author's `:since`/`:until` takes on SQLite: `YYYY-MM-DD HH:MM:SS.SSS` in UTC,
+/// comparable with `strftime('%Y-%m-%d %H:%M:%f', clock)`.
 pub fn sqlite_clock_text(ts: Timestamp) -> String {
     ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+/// An instant as SQLite compares clocks: integer microseconds since the Unix epoch, rounded up
+/// so that `clock >= since` and `clock < until` keep their meaning for sub-microsecond bounds.
+pub fn sqlite_clock_micros(ts: Timestamp) -> i64 {
+    let nanos = ts.as_nanosecond();
+    let micros = nanos.div_euclid(1000) + i128::from(nanos.rem_euclid(1000) != 0);
+    i64::try_from(micros).unwrap_or(i64::MAX)
 }
 
 impl CheckedQuery {
@@ -214,11 +255,8 @@ impl CheckedQuery {
         let col = format!("t.{}", self.dialect.quote_ident(clock));
         match self.dialect {
             Dialect::Postgres => col,
-            // Text clocks are read as SQLite's date functions read them; numbers as Unix seconds.
-            Dialect::Sqlite => format!(
-                "CASE WHEN typeof({col}) IN ('integer', 'real') THEN strftime('%Y-%m-%d %H:%M:%f', {col}, 'unixepoch') \
-                 ELSE strftime('%Y-%m-%d %H:%M:%f', {col}) END"
-            ),
+            // Integer microseconds: text read as Rowfire reads it, numbers as Unix seconds.
+            Dialect::Sqlite => format!("{SQLITE_CLOCK_FN}({col})"),
         }
     }
 
@@ -235,7 +273,11 @@ impl CheckedQuery {
         if self.names_window {
             format!("{clock} IS NOT NULL")
         } else {
-            format!("{clock} >= {} AND {clock} < {}", b.since(), b.until())
+            format!(
+                "{clock} >= {} AND {clock} < {}",
+                b.clock_since(),
+                b.clock_until()
+            )
         }
     }
 
@@ -313,16 +355,41 @@ impl CheckedQuery {
         }
     }
 
-    /// Counts rows whose clock is NULL (or, on SQLite, not a readable time), over the
-    /// unwindowed query (`:since`/`:until`, if named, still take the window).
+    /// Counts rows whose clock is NULL, over the unwindowed query (`:since`/`:until`, if named,
+    /// still take the window). A clock that is there but cannot be read as a time is counted
+    /// by [`CheckedQuery::unreadable_clock_sql`] instead.
     pub fn null_clock_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
         let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
         let inner = self.inner(&mut b);
-        let clock = self.clock_expr(shape.clock);
+        let clock = format!("t.{}", self.dialect.quote_ident(shape.clock));
         Rendered {
             sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {clock} IS NULL"),
             binds: b.binds,
         }
+    }
+
+    /// SQLite only (a PostgreSQL clock is a typed time, checked before reading): counts rows,
+    /// over the unwindowed query, whose clock is not NULL but cannot be read as a time, and
+    /// returns one such row's clock and key columns: `SELECT count(*), clock, key…`.
+    pub fn unreadable_clock_sql(&self, shape: Shape<'_>, window: Window) -> Option<Rendered> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
+        let inner = self.inner(&mut b);
+        let raw = format!("t.{}", self.dialect.quote_ident(shape.clock));
+        let clock = self.clock_expr(shape.clock);
+        let columns = std::iter::once(raw.clone())
+            .chain(self.key_exprs(shape.key))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // SQLite fills bare columns next to an aggregate from one of the counted rows.
+        Some(Rendered {
+            sql: format!(
+                "SELECT count(*), {columns} FROM ({inner}) AS t WHERE {raw} IS NOT NULL AND {clock} IS NULL"
+            ),
+            binds: b.binds,
+        })
     }
 
     /// Counts rows in the window whose key has a NULL column.

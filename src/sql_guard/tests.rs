@@ -312,7 +312,7 @@ fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
     );
     assert_eq!(
         r.binds,
-        vec![Bind::Instant(window().since), Bind::Instant(window().until)]
+        vec![Bind::Clock(window().since), Bind::Clock(window().until)]
     );
 }
 

@@ -52,6 +52,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0004_sending.sql"),
         include_str!("../../migrations/sqlite/0004_sending.sql"),
     ),
+    (
+        5,
+        "unreadable_clocks",
+        include_str!("../../migrations/postgres/0005_unreadable_clocks.sql"),
+        include_str!("../../migrations/sqlite/0005_unreadable_clocks.sql"),
+    ),
 ];
 
 /// A value bound to a statement whose number of binds is known only at run time.

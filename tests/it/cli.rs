@@ -299,7 +299,9 @@ fn explain_prints_the_wrapped_sql_with_the_window_literals() {
         &[("SAMPLE_DATABASE_URL", "sqlite://x.db")],
     );
     assert!(
-        text(&lite).0.contains(">= '2026-11-28 12:00:00.000'"),
+        text(&lite)
+            .0
+            .contains(">= rowfire_clock_us('2026-11-28 12:00:00.000000')"),
         "{}",
         text(&lite).0
     );
@@ -338,7 +340,7 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     assert!(
         text(&list)
             .1
-            .contains("not migrated (schema 0 of 4); run `rowfire migrate`"),
+            .contains("not migrated (schema 0 of 5); run `rowfire migrate`"),
         "{}",
         text(&list).1
     );

@@ -23,14 +23,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 4,
+                want: 5,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 4);
+    assert_eq!(store.migrate().await.unwrap(), 5);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,
