@@ -101,6 +101,11 @@ pub enum GuardError {
         "the SQL uses {0}, which Rowfire does not check for this database; rewrite it with plain SELECT, joins and functions"
     )]
     Construct(String),
+    /// A PostgreSQL system catalog or statistics view.
+    #[error(
+        "the SQL reads {0}, a PostgreSQL system catalog or statistics view (other sessions, settings, credentials); a trigger reads the application's own tables"
+    )]
+    SystemRelation(String),
     /// A placeholder other than `:since` and `:until`.
     #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
     Placeholder(String),
@@ -284,6 +289,35 @@ impl Inspector {
         }
     }
 
+    /// Refuses PostgreSQL's system catalogs and statistics views (`pg_catalog`, `pg_toast`, any
+    /// `pg_*` relation): they show other sessions' queries, settings, password hashes and server
+    /// files, none of which is a customer's row.
+    fn relation(&self, name: &ObjectName) -> ControlFlow<GuardError> {
+        if self.dialect != Dialect::Postgres {
+            return ControlFlow::Continue(());
+        }
+        let mut parts = Vec::with_capacity(name.0.len());
+        for part in &name.0 {
+            match part {
+                ObjectNamePart::Identifier(ident) => parts.push(match ident.quote_style {
+                    Some(_) => ident.value.clone(),
+                    None => ident.value.to_ascii_lowercase(),
+                }),
+                ObjectNamePart::Function(_) => {
+                    return ControlFlow::Break(GuardError::SystemRelation(name.to_string()));
+                }
+            }
+        }
+        // The relation and, when qualified, its schema: PostgreSQL searches `pg_catalog`
+        // first, so an unqualified `pg_*` name resolves there.
+        let system = parts.iter().rev().take(2).any(|p| p.starts_with("pg_"));
+        if system {
+            ControlFlow::Break(GuardError::SystemRelation(functions::display(&parts)))
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+
     /// Refuses operators that are not built in: a custom operator may stand for any function.
     fn operator(op: &BinaryOperator) -> ControlFlow<GuardError> {
         match op {
@@ -325,7 +359,9 @@ impl Visitor for Inspector {
     /// not check are refused. The match names every kind, so a new one must be judged here.
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<GuardError> {
         match factor {
-            TableFactor::Table { args: None, .. } => ControlFlow::Continue(()),
+            TableFactor::Table {
+                name, args: None, ..
+            } => self.relation(name),
             TableFactor::Table {
                 name,
                 args: Some(_),

@@ -54,11 +54,11 @@ fn every_hole_of_issue_8_is_refused_by_the_guard_on_postgres() {
             "lo_export",
         ),
         (
-            "SELECT * FROM pg_stat_activity a, pg_cancel_backend(a.pid) AS c(x)",
+            "SELECT * FROM t a, pg_cancel_backend(a.pid) AS c(x)",
             "pg_cancel_backend",
         ),
         (
-            "SELECT * FROM pg_stat_activity a CROSS JOIN LATERAL pg_terminate_backend(a.pid) AS k(x)",
+            "SELECT * FROM t a CROSS JOIN LATERAL pg_terminate_backend(a.pid) AS k(x)",
             "pg_terminate_backend",
         ),
         (
@@ -412,7 +412,7 @@ fn read_only_functions_are_admitted_in_every_position() {
         "SELECT t.id, tag FROM t, LATERAL unnest(t.tags) AS tag",
         "SELECT * FROM t CROSS JOIN LATERAL jsonb_array_elements(t.doc -> 'items') AS item",
         "SELECT * FROM unnest(ARRAY[1, 2]) WITH ORDINALITY AS u(x, n)",
-        "SELECT gen_random_uuid() AS id, pg_catalog.lower(name), current_setting('TimeZone') FROM t",
+        "SELECT gen_random_uuid() AS id, pg_catalog.lower(name), current_user FROM t",
         "SELECT max(x) OVER (PARTITION BY y ORDER BY at), lag(x) OVER w FROM t WINDOW w AS (ORDER BY at)",
         "SELECT count(*) FILTER (WHERE a > 1), percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t",
         "SELECT string_agg(a, ',' ORDER BY a), array_agg(DISTINCT b), jsonb_agg(t) FROM t",
@@ -621,4 +621,48 @@ fn allow_functions_refuses_what_is_not_a_bounded_list_of_names() {
     let doc = definitions_with_source(&format!("  allow_functions: [{many}]"), "SELECT 1");
     let problems = crate::definitions::parse(&doc).unwrap_err().to_string();
     assert!(problems.contains("at most 100"), "{problems}");
+}
+
+#[test]
+fn postgres_system_catalogs_and_statistics_views_are_refused_in_every_spelling() {
+    let pg = Dialect::Postgres;
+    for (sql, shown) in [
+        ("SELECT * FROM pg_stat_activity", "pg_stat_activity"),
+        ("SELECT passwd FROM pg_shadow", "pg_shadow"),
+        ("SELECT * FROM pg_catalog.pg_authid", "pg_catalog.pg_authid"),
+        ("SELECT setting FROM PG_SETTINGS", "pg_settings"),
+        ("SELECT * FROM \"pg_settings\"", "pg_settings"),
+        ("SELECT * FROM pg_catalog.pg_class", "pg_catalog.pg_class"),
+        (
+            "SELECT * FROM pg_toast.pg_toast_2619",
+            "pg_toast.pg_toast_2619",
+        ),
+        (
+            "SELECT * FROM t WHERE id IN (SELECT pid FROM pg_locks)",
+            "pg_locks",
+        ),
+        (
+            "SELECT (SELECT query FROM pg_stat_activity LIMIT 1) AS q FROM t",
+            "pg_stat_activity",
+        ),
+        (
+            "WITH s AS (SELECT * FROM pg_file_settings) SELECT * FROM s",
+            "pg_file_settings",
+        ),
+        (
+            "SELECT * FROM t JOIN pg_hba_file_rules h ON true",
+            "pg_hba_file_rules",
+        ),
+    ] {
+        assert_eq!(
+            refuse(sql, pg),
+            GuardError::SystemRelation(shown.into()),
+            "{sql}"
+        );
+    }
+    accept(
+        "SELECT * FROM public.payments JOIN app.pgx_events e ON true",
+        pg,
+    );
+    accept("SELECT * FROM sqlite_master", Dialect::Sqlite);
 }

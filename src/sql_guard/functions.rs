@@ -22,7 +22,7 @@ const POSTGRES: &[&[&str]] = &[
     PG_JSON,
     PG_ARRAY,
     PG_AGGREGATE,
-    PG_WINDOW,
+    WINDOW,
     PG_CONDITIONAL,
     PG_ROWS,
     PG_SESSION,
@@ -37,7 +37,7 @@ const SQLITE: &[&[&str]] = &[
     SQLITE_TIME,
     SQLITE_JSON,
     SQLITE_AGGREGATE,
-    SQLITE_WINDOW,
+    WINDOW,
     SQLITE_ROWS,
 ];
 
@@ -319,8 +319,9 @@ const PG_AGGREGATE: &[&str] = &[
     "variance",
 ];
 
-/// Window functions: rank and look across the rows of the query's own window frame.
-const PG_WINDOW: &[&str] = &[
+/// Window functions, the same in both dialects: rank and look across the rows of the query's own
+/// window frame.
+const WINDOW: &[&str] = &[
     "cume_dist",
     "dense_rank",
     "first_value",
@@ -364,14 +365,14 @@ const PG_CONDITIONAL: &[&str] = &[
 const PG_ROWS: &[&str] = &["generate_series", "generate_subscripts", "unnest"];
 
 /// Session facts and randomness: who the query runs as, and random values from the session's
-/// generator (seeding it, `setseed`, is not here). Reading a setting changes nothing and the
-/// same values are readable in `pg_settings`; writing one (`set_config`) is never allowed.
+/// generator (seeding it, `setseed`, is not here). Settings are not here in either direction:
+/// `set_config` writes one, and `current_setting` reads values (custom settings may hold
+/// secrets) that are no customer row; `pg_settings` is refused as a system view.
 const PG_SESSION: &[&str] = &[
     "current_catalog",
     "current_database",
     "current_role",
     "current_schema",
-    "current_setting",
     "current_user",
     "gen_random_uuid",
     "random",
@@ -491,21 +492,6 @@ const SQLITE_AGGREGATE: &[&str] = &[
     "string_agg",
     "sum",
     "total",
-];
-
-/// Window functions: rank and look across the query's own window frame.
-const SQLITE_WINDOW: &[&str] = &[
-    "cume_dist",
-    "dense_rank",
-    "first_value",
-    "lag",
-    "last_value",
-    "lead",
-    "nth_value",
-    "ntile",
-    "percent_rank",
-    "rank",
-    "row_number",
 ];
 
 /// Row generators: rows from the arguments alone.

@@ -17,7 +17,13 @@ use sqlx::{AssertSqlSafe, Row as _};
 use crate::support::{TestPg, TestSqlite, now};
 
 /// The functions outside the allowlist that [`hostile_sql`] calls: a source must opt in to them.
-const HOSTILE_FUNCTIONS: &[&str] = &["set_config", "pg_sleep", "pg_try_advisory_lock", "stubborn"];
+const HOSTILE_FUNCTIONS: &[&str] = &[
+    "set_config",
+    "current_setting",
+    "pg_sleep",
+    "pg_try_advisory_lock",
+    "stubborn",
+];
 
 fn def(timeout: Duration, page_size: usize) -> SourceDef {
     let defs = definitions::parse("version: 2\n").unwrap();
