@@ -38,6 +38,11 @@ pub(super) async fn connect(
         ("default_transaction_read_only", "on"),
         ("statement_timeout", timeout_ms.as_str()),
         ("TimeZone", "UTC"),
+        // The guard re-renders string literals as PostgreSQL reads them with standard strings
+        // (a backslash is an ordinary character); a server or role configured with
+        // `standard_conforming_strings = off` would read `'a\'` as an open string and run
+        // text the guard saw as a literal. Trigger SQL cannot change it (no `set_config`).
+        ("standard_conforming_strings", "on"),
     ]);
     let pool = PgPoolOptions::new()
         .max_connections(2)

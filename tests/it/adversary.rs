@@ -44,3 +44,64 @@ fn small_yaml_aliases_still_parse() {
         assert!(!p.contains("YAML aliases"), "{p}");
     }
 }
+
+/// A source database whose server reads backslashes in plain strings as escapes
+/// (`standard_conforming_strings = off`, still settable per database or role).
+async fn backslash_escaping_pg() -> Option<crate::support::TestPg> {
+    use sqlx::Executor;
+    let pg = crate::support::TestPg::new().await?;
+    let mut admin = pg.admin().await;
+    admin
+        .execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET standard_conforming_strings = off', \
+             current_database()); END $$",
+        )
+        .await
+        .unwrap();
+    Some(pg)
+}
+
+#[tokio::test]
+async fn a_postgres_source_reads_string_literals_as_the_guard_checked_them_whatever_the_server_default()
+ {
+    use jiff::SignedDuration;
+    use rowfire::definitions::{self, DEFAULT_SOURCE};
+    use rowfire::row::Value;
+    use rowfire::source::Source;
+    use rowfire::sql_guard::{Shape, Window};
+
+    let Some(pg) = backslash_escaping_pg().await else {
+        return;
+    };
+    let defs = definitions::parse("version: 2\n").unwrap();
+    let def = defs.source(DEFAULT_SOURCE).unwrap().clone();
+    let source = Source::connect(&def, &pg.url).await.unwrap();
+    let now = crate::support::now();
+    // The guard reads 'C:\' as a complete literal; a server reading \' as an escaped quote
+    // would see an open string running into Rowfire's wrapper, and text the guard checked as
+    // a literal would run as SQL.
+    let sql = format!(
+        "SELECT g AS k, timestamptz '{}' AS at, 'C:\\' AS path FROM generate_series(1, 3) AS g",
+        now - SignedDuration::from_hours(1)
+    );
+    let query = source.check("backslash", &sql).unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let window = Window {
+        since: now - SignedDuration::from_hours(24),
+        until: now,
+    };
+    let mut reader = source.read_window(&query, shape, window).await.unwrap();
+    let mut rows = Vec::new();
+    while let Some(page) = reader.next_page().await.unwrap() {
+        rows.extend(page);
+    }
+    reader.finish().await;
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert_eq!(row.get("path"), Some(&Value::Text("C:\\".into())));
+    }
+}
