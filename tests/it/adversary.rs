@@ -105,3 +105,59 @@ async fn a_postgres_source_reads_string_literals_as_the_guard_checked_them_whate
         assert_eq!(row.get("path"), Some(&Value::Text("C:\\".into())));
     }
 }
+
+#[tokio::test]
+async fn a_postgres_page_larger_than_the_memory_bound_is_refused_with_advice() {
+    use jiff::SignedDuration;
+    use rowfire::definitions::{self, DEFAULT_SOURCE};
+    use rowfire::source::Source;
+    use rowfire::sql_guard::{Shape, Window};
+
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    let defs = definitions::parse("version: 2\n").unwrap();
+    let mut def = defs.source(DEFAULT_SOURCE).unwrap().clone();
+    let now = crate::support::now();
+    // Twenty values of 100 kB each from allowlisted functions: every value is allowed, a page of
+    // all of them is not. (With 200 MB values, the same SQL held gigabytes in Rowfire.)
+    let sql = format!(
+        "SELECT g AS k, timestamptz '{}' AS at, repeat('x', 100000 + g) AS big \
+         FROM generate_series(1, 20) AS g",
+        now - SignedDuration::from_hours(1)
+    );
+    let window = Window {
+        since: now - SignedDuration::from_hours(24),
+        until: now,
+    };
+    let key = vec!["k".to_string()];
+    let read = |source: Source| {
+        let (sql, key) = (sql.clone(), key.clone());
+        async move {
+            let query = source.check("big", &sql).unwrap();
+            let shape = Shape {
+                clock: "at",
+                key: &key,
+            };
+            let mut reader = source.read_window(&query, shape, window).await?;
+            let mut rows = Vec::new();
+            while let Some(page) = reader.next_page().await? {
+                rows.extend(page);
+            }
+            reader.finish().await;
+            Ok::<_, rowfire::source::SourceError>(rows.len())
+        }
+    };
+    let mut source = Source::connect(&def, &pg.url).await.unwrap();
+    // The bound is 256 MiB; shown here at 1 MiB so the test stays small.
+    source.limit_page_bytes(1 << 20);
+    let msg = read(source).await.unwrap_err().to_string();
+    assert!(
+        msg.contains("more than 1 MiB") && msg.contains("lower max_rows"),
+        "{msg}"
+    );
+    def.page_size = 5;
+    let mut source = Source::connect(&def, &pg.url).await.unwrap();
+    source.limit_page_bytes(1 << 20);
+    assert_eq!(read(source).await.unwrap(), 20, "smaller pages are read");
+}
