@@ -161,3 +161,58 @@ async fn a_postgres_page_larger_than_the_memory_bound_is_refused_with_advice() {
     source.limit_page_bytes(1 << 20);
     assert_eq!(read(source).await.unwrap(), 20, "smaller pages are read");
 }
+
+#[tokio::test]
+async fn a_postgres_key_of_a_user_type_whose_name_needs_quoting_pages_without_running_the_name() {
+    use jiff::SignedDuration;
+    use rowfire::definitions::{self, DEFAULT_SOURCE};
+    use rowfire::source::Source;
+    use rowfire::sql_guard::{Shape, Window};
+    use sqlx::Executor;
+
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    // A type whose name is not a plain identifier: keyset paging casts the last key back to
+    // the column's type, and the name used to be pasted into the SQL as it was.
+    let mut admin = pg.admin().await;
+    admin
+        .execute(
+            "CREATE TYPE \"Mood\" AS ENUM ('a', 'b', 'c', 'd', 'e'); \
+             CREATE TYPE \"int4) IS NULL OR (1\" AS ENUM ('x', 'y', 'z', 'w', 'v')",
+        )
+        .await
+        .unwrap();
+    let defs = definitions::parse("version: 2\n").unwrap();
+    let mut def = defs.source(DEFAULT_SOURCE).unwrap().clone();
+    def.page_size = 2;
+    let source = Source::connect(&def, &pg.url).await.unwrap();
+    let now = crate::support::now();
+    let window = Window {
+        since: now - SignedDuration::from_hours(24),
+        until: now,
+    };
+    for (ty, values) in [
+        ("\"Mood\"", "a,b,c,d,e"),
+        ("\"int4) IS NULL OR (1\"", "x,y,z,w,v"),
+    ] {
+        let sql = format!(
+            "SELECT m AS k, timestamptz '{}' AS at \
+             FROM unnest(string_to_array('{values}', ',')::{ty}[]) AS m",
+            now - SignedDuration::from_hours(1)
+        );
+        let query = source.check("typed", &sql).unwrap();
+        let key = vec!["k".to_string()];
+        let shape = Shape {
+            clock: "at",
+            key: &key,
+        };
+        let mut reader = source.read_window(&query, shape, window).await.unwrap();
+        let mut rows = 0;
+        while let Some(page) = reader.next_page().await.unwrap() {
+            rows += page.len();
+        }
+        reader.finish().await;
+        assert_eq!(rows, 5, "{ty}");
+    }
+}
