@@ -216,3 +216,59 @@ async fn a_postgres_key_of_a_user_type_whose_name_needs_quoting_pages_without_ru
         assert_eq!(rows, 5, "{ty}");
     }
 }
+
+#[tokio::test]
+async fn an_allowlisted_function_runs_the_builtin_even_when_a_schema_on_the_path_shadows_it() {
+    use jiff::SignedDuration;
+    use rowfire::definitions::{self, DEFAULT_SOURCE};
+    use rowfire::row::Value;
+    use rowfire::source::Source;
+    use rowfire::sql_guard::{Shape, Window};
+    use sqlx::Executor;
+
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    // Anyone who may create objects in `public` (every role before PostgreSQL 15) can add
+    // functions whose argument types match better than the built-ins': `lower(v)` on varchar
+    // and `unnest` of a varchar array would then run them with Rowfire's privileges.
+    let mut admin = pg.admin().await;
+    admin
+        .execute(
+            "CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql \
+               AS $$ SELECT 'hijacked' $$; \
+             CREATE FUNCTION public.unnest(varchar[]) RETURNS SETOF text LANGUAGE sql \
+               AS $$ SELECT 'hijacked' $$",
+        )
+        .await
+        .unwrap();
+    let defs = definitions::parse("version: 2\n").unwrap();
+    let def = defs.source(DEFAULT_SOURCE).unwrap().clone();
+    let source = Source::connect(&def, &pg.url).await.unwrap();
+    let now = crate::support::now();
+    let sql = format!(
+        "SELECT lower(u.v) AS k, timestamptz '{}' AS at \
+         FROM unnest(ARRAY['A', 'B']::varchar[]) AS u(v)",
+        now - SignedDuration::from_hours(1)
+    );
+    let query = source.check("shadowed", &sql).unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let window = Window {
+        since: now - SignedDuration::from_hours(24),
+        until: now,
+    };
+    let mut reader = source.read_window(&query, shape, window).await.unwrap();
+    let mut keys = Vec::new();
+    while let Some(page) = reader.next_page().await.unwrap() {
+        keys.extend(page.iter().map(|r| r.get("k").cloned()));
+    }
+    reader.finish().await;
+    assert_eq!(
+        keys,
+        vec![Some(Value::Text("a".into())), Some(Value::Text("b".into()))]
+    );
+}
