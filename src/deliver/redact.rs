@@ -239,25 +239,21 @@ fn mark(view: &View, needle: &Needle, hidden: &mut [bool], tail: bool) {
     }
 }
 
-/// Where an escape that the end of the text cut short begins (`%2`, `\u00`, `&#x2`).
-fn cut_escape(text: &str) -> Option<usize> {
+/// Where escapes that the end of the text may have cut short begin (`%2`, `\u00`, `&#x2`, and
+/// the nested `%252`, `%5C%2` of an echo encoded twice), latest first: each `%`, `\` or `&` in
+/// the last 11 bytes after which only characters an escape is made of follow.
+fn cut_escapes(text: &str) -> Vec<usize> {
     let s = text.as_bytes();
     let from = s.len().saturating_sub(11);
-    let j = (from..s.len())
+    (from..s.len())
         .rev()
-        .find(|&j| matches!(s[j], b'%' | b'\\' | b'&'))?;
-    let rest = &s[j + 1..];
-    let cut = match s[j] {
-        b'%' => rest.len() < 2 && rest.iter().all(|&b| hex(b).is_some()),
-        b'\\' => {
-            rest.is_empty()
-                || (rest[0] == b'u'
-                    && rest.len() < 5
-                    && rest[1..].iter().all(|&b| hex(b).is_some()))
-        }
-        _ => rest.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'#'),
-    };
-    cut.then_some(j)
+        .filter(|&j| matches!(s[j], b'%' | b'\\' | b'&'))
+        .take_while(|&j| {
+            s[j + 1..]
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'#' | b'%' | b'\\'))
+        })
+        .collect()
 }
 
 /// The views of `text` every needle is searched in: as is, one level of escapes decoded, two
@@ -293,7 +289,7 @@ fn hide(text: &str, secrets: &[String], tail: bool) -> String {
             mark(view, needle, &mut hidden, tail);
         }
     }
-    if tail && let Some(at) = cut_escape(text) {
+    for at in if tail { cut_escapes(text) } else { Vec::new() } {
         // The secret's prefix may stand just before an escape the cut broke: judge the text
         // without it, and hide the broken escape along with whatever prefix is found.
         let head = &text[..at];
@@ -306,6 +302,7 @@ fn hide(text: &str, secrets: &[String], tail: bool) -> String {
         if head_hidden.last() == Some(&true) {
             let from = head_hidden.iter().rposition(|h| !h).map_or(0, |i| i + 1);
             hidden[from..].iter_mut().for_each(|h| *h = true);
+            break;
         }
     }
     let mut out = String::with_capacity(text.len());
@@ -488,5 +485,12 @@ mod tests {
             format!("hex {MASK}"),
             "a hex prefix at the cut is hidden too"
         );
+        // Encoded twice and cut inside a nested escape: the prefix before it is hidden.
+        let limit = 64;
+        let pad = "x".repeat(limit - 5);
+        for tail in ["tok%252FSECRET", "tok%252", "tok%5C%2FSECRET", "tok%5C%2"] {
+            let cut = redact_and_cut(&format!("{pad}{tail}"), limit, &secrets());
+            assert_eq!(cut, format!("{pad}{MASK}"), "{tail}");
+        }
     }
 }
