@@ -155,7 +155,7 @@ fn scan(text: &str, max: usize, max_alias_bytes: u64) -> Option<Finding> {
             }
             let ev = &*event.as_ptr();
             let kind = ev.type_;
-            let (start, end) = (ev.start_mark.index as u64, ev.end_mark.index as u64);
+            let (start, end): (u64, u64) = (ev.start_mark.index, ev.end_mark.index);
             let line = usize::try_from(ev.start_mark.line)
                 .unwrap_or(usize::MAX)
                 .saturating_add(1);
