@@ -272,3 +272,27 @@ async fn an_allowlisted_function_runs_the_builtin_even_when_a_schema_on_the_path
         vec![Some(Value::Text("a".into())), Some(Value::Text("b".into()))]
     );
 }
+
+#[tokio::test]
+async fn control_characters_in_what_a_command_prints_are_escaped_not_sent_to_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("rowfire.db").display());
+    let db = crate::support::TestSqlite::new();
+    crate::support::sample_source(&db.url, 100).await;
+    let env = [
+        ("ROWFIRE_DATABASE_URL", url.as_str()),
+        ("SAMPLE_DATABASE_URL", db.url.as_str()),
+    ];
+    let push = crate::cli::rowfire(&["push", "-f", "examples/saas/definitions.yaml"], &env);
+    assert!(push.status.success(), "{}", crate::cli::text(&push).1);
+    // A key (as a row value would be) that clears the screen and sets the clipboard (OSC 52).
+    let key = "acct\u{1b}[2J\u{1b}]52;c;aGk=\u{7}";
+    let out = crate::cli::rowfire(&["why", "billing_ticket", key], &env);
+    let (stdout, stderr) = crate::cli::text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("acct\\u{1b}[2J\\u{1b}]52;c;aGk=\\u{7}"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(['\u{1b}', '\u{7}', '\r']), "{stdout:?}");
+}
