@@ -284,7 +284,7 @@ async fn main() -> ExitCode {
     match run(Cli::parse()).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cli::out::printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
@@ -338,7 +338,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let text = match rowfire::definitions::read_file(&file) {
                 Ok(text) => text,
                 Err(problems) => {
-                    eprint!("{problems}");
+                    eprint!("{}", cli::out::printable(&problems.to_string()));
                     return Ok(ExitCode::FAILURE);
                 }
             };
@@ -347,7 +347,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let summary =
                 match versions::push(&store, DEFAULT_WORKSPACE, &text, Timestamp::now()).await {
                     Err(versions::PushError::Definitions(problems)) => {
-                        eprint!("{problems}");
+                        eprint!("{}", cli::out::printable(&problems.to_string()));
                         return Ok(ExitCode::FAILURE);
                     }
                     other => other?,

@@ -231,6 +231,7 @@ fn inspect_statements(
         return Err(err);
     }
     let mut query = *query;
+    qualify::builtins(dialect, &mut query);
     let marker = format!("\u{1}{:016x}", fastrand::u64(..));
     let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
         if let Expr::Value(v) = expr
@@ -477,6 +478,7 @@ impl Inspector {
 }
 
 mod functions;
+mod qualify;
 mod render;
 
 pub use functions::{MAX_NAME_PART, is_allowlisted};

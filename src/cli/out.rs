@@ -2,15 +2,44 @@
 //! `main.rs`) write through [`write`], so a reader that goes away (`rowfire status | head -1`)
 //! ends the process quietly with exit code 0, as careful command-line tools do, instead of
 //! panicking with "failed printing to stdout". Any other write error is reported and exits 1.
+//!
+//! Output carries text Rowfire does not control (row values in recipients, what a destination
+//! answered, database errors), so control characters other than newline and tab are written as
+//! visible escapes (`\u{1b}`): a value cannot move the cursor, retitle or clear the terminal,
+//! set the clipboard (OSC 52) or overwrite a line with `\r`.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
-/// Writes formatted output to standard output; on a closed pipe, exits quietly.
+/// Writes formatted output to standard output, control characters escaped; on a closed pipe,
+/// exits quietly.
 pub(crate) fn write(args: std::fmt::Arguments<'_>) {
+    let text = match args.as_str() {
+        Some(s) => Cow::Borrowed(s),
+        None => Cow::Owned(args.to_string()),
+    };
     let mut out = io::stdout().lock();
-    if let Err(e) = out.write_fmt(args) {
+    if let Err(e) = out.write_all(printable(&text).as_bytes()) {
         failed(e)
     }
+}
+
+/// `text` with every control character but newline and tab (C0, DEL and C1) written as a
+/// visible `\u{…}` escape.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn failed(e: io::Error) -> ! {
@@ -19,4 +48,18 @@ fn failed(e: io::Error) -> ! {
     }
     let _ = writeln!(io::stderr(), "error: cannot write to standard output: {e}");
     std::process::exit(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn terminal_control_sequences_in_output_are_shown_not_obeyed() {
+        assert_eq!(printable("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(
+            printable("Evil\u{1b}[2J\u{1b}]52;c;aGk=\u{7}\rX\u{9b}31m"),
+            "Evil\\u{1b}[2J\\u{1b}]52;c;aGk=\\u{7}\\u{d}X\\u{9b}31m"
+        );
+    }
 }

@@ -24,6 +24,9 @@ pub const MAX_RULES: usize = 2_000;
 pub const MAX_KEY_COLUMNS: usize = 16;
 /// The most actions one rule may bind.
 pub const MAX_ACTIONS_PER_RULE: usize = 20;
+/// The most bytes YAML aliases (`*name`) may add to a document when expanded: each alias copies
+/// its anchor's node, so a small file could otherwise expand to gigabytes in the parser.
+pub const MAX_ALIAS_BYTES: u64 = 1 << 20;
 
 /// The longest `poll_interval`.
 pub const MAX_POLL_INTERVAL: SignedDuration = SignedDuration::from_hours(24 * 7);
@@ -69,17 +72,64 @@ pub(super) fn prescan(text: &str) -> Result<(), Problem> {
             text.len()
         )));
     }
-    match deeper_than(text, MAX_DEPTH) {
-        Some(line) => Err(too(format!(
+    match scan(text, MAX_DEPTH, MAX_ALIAS_BYTES) {
+        Some(Finding::Deep(line)) => Err(too(format!(
             "line {line}: collections are nested more than {MAX_DEPTH} deep; definitions never need that, flatten it"
+        ))),
+        Some(Finding::Aliases(line)) => Err(too(format!(
+            "line {line}: YAML aliases (*name) would copy more than {MAX_ALIAS_BYTES} bytes (1 MiB) of anchored text; write the repeated parts out or anchor smaller parts"
         ))),
         None => Ok(()),
     }
 }
 
-/// The line (from 1) of the first collection nested deeper than `max`, if any. A document that
-/// is not valid YAML yields `None` at its first error: the parser that follows reports it.
+/// What the pre-scan refuses, with the line (from 1) where it was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finding {
+    /// A collection nested deeper than allowed.
+    Deep(usize),
+    /// The alias that took the expanded size past the bound.
+    Aliases(usize),
+}
+
+/// The line (from 1) of the first collection nested deeper than `max`, if any.
+#[cfg(test)]
 fn deeper_than(text: &str, max: usize) -> Option<usize> {
+    match scan(text, max, u64::MAX) {
+        Some(Finding::Deep(line)) => Some(line),
+        _ => None,
+    }
+}
+
+/// One open collection while scanning: its anchor (if any), where it starts, and the bytes the
+/// aliases inside it expand to.
+struct Open {
+    anchor: Option<Vec<u8>>,
+    start: u64,
+    aliased: u64,
+}
+
+/// The anchor name an event carries, copied (`ptr` may be null).
+///
+/// # Safety
+/// `ptr` is null or points to a NUL-terminated string that lives until the event is deleted.
+unsafe fn anchor_name(ptr: *const u8) -> Option<Vec<u8>> {
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller promises.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(ptr.cast()) }
+            .to_bytes()
+            .to_vec(),
+    )
+}
+
+/// The first collection nested deeper than `max`, or the first alias after which the aliases
+/// seen so far expand to more than `max_alias_bytes` (each alias counts its anchor's text plus
+/// what the aliases inside that anchor expand to), in one linear pass. A document that is not
+/// valid YAML yields `None` at its first error: the parser that follows reports it.
+fn scan(text: &str, max: usize, max_alias_bytes: u64) -> Option<Finding> {
     use std::mem::MaybeUninit;
     use unsafe_libyaml as unsafe_yaml;
 
@@ -94,30 +144,69 @@ fn deeper_than(text: &str, max: usize) -> Option<usize> {
         }
         let parser = parser.as_mut_ptr();
         unsafe_yaml::yaml_parser_set_input_string(parser, text.as_ptr(), text.len() as _);
-        let mut depth = 0usize;
+        let mut open: Vec<Open> = Vec::new();
+        let mut anchors: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        let mut expanded = 0u64;
         let mut found = None;
         loop {
             let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
             if unsafe_yaml::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
                 break;
             }
-            let kind = (*event.as_ptr()).type_;
-            let line = (*event.as_ptr()).start_mark.line;
+            let ev = &*event.as_ptr();
+            let kind = ev.type_;
+            let (start, end): (u64, u64) = (ev.start_mark.index, ev.end_mark.index);
+            let line = usize::try_from(ev.start_mark.line)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1);
+            let anchor = match kind {
+                unsafe_yaml::YAML_SEQUENCE_START_EVENT => {
+                    anchor_name(ev.data.sequence_start.anchor)
+                }
+                unsafe_yaml::YAML_MAPPING_START_EVENT => anchor_name(ev.data.mapping_start.anchor),
+                unsafe_yaml::YAML_SCALAR_EVENT => anchor_name(ev.data.scalar.anchor),
+                unsafe_yaml::YAML_ALIAS_EVENT => anchor_name(ev.data.alias.anchor),
+                _ => None,
+            };
             unsafe_yaml::yaml_event_delete(event.as_mut_ptr());
             match kind {
                 unsafe_yaml::YAML_SEQUENCE_START_EVENT | unsafe_yaml::YAML_MAPPING_START_EVENT => {
-                    depth += 1;
-                    if depth > max {
-                        found = Some(
-                            usize::try_from(line)
-                                .unwrap_or(usize::MAX)
-                                .saturating_add(1),
-                        );
+                    open.push(Open {
+                        anchor,
+                        start,
+                        aliased: 0,
+                    });
+                    if open.len() > max {
+                        found = Some(Finding::Deep(line));
                         break;
                     }
                 }
                 unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => {
-                    depth = depth.saturating_sub(1)
+                    if let Some(done) = open.pop() {
+                        if let Some(name) = done.anchor {
+                            let size = end.saturating_sub(done.start).saturating_add(done.aliased);
+                            anchors.insert(name, size);
+                        }
+                        if let Some(parent) = open.last_mut() {
+                            parent.aliased = parent.aliased.saturating_add(done.aliased);
+                        }
+                    }
+                }
+                unsafe_yaml::YAML_SCALAR_EVENT => {
+                    if let Some(name) = anchor {
+                        anchors.insert(name, end.saturating_sub(start));
+                    }
+                }
+                unsafe_yaml::YAML_ALIAS_EVENT => {
+                    let size = anchor.and_then(|n| anchors.get(&n).copied()).unwrap_or(0);
+                    expanded = expanded.saturating_add(size);
+                    if let Some(parent) = open.last_mut() {
+                        parent.aliased = parent.aliased.saturating_add(size);
+                    }
+                    if expanded > max_alias_bytes {
+                        found = Some(Finding::Aliases(line));
+                        break;
+                    }
                 }
                 unsafe_yaml::YAML_STREAM_END_EVENT => break,
                 _ => {}
@@ -137,6 +226,30 @@ mod tests {
         assert_eq!(shown(MAX_LOOKBACK), "90d");
         assert_eq!(shown(SignedDuration::from_secs(90)), "1m 30s");
         assert_eq!(shown(SignedDuration::from_hours(36)), "36h");
+    }
+
+    #[test]
+    fn aliases_are_counted_by_the_text_they_copy_including_nested_aliases() {
+        let small = "d: &d {a: 1}\nx: [*d, *d, *d]\n";
+        assert_eq!(scan(small, 64, 1 << 20), None);
+        let big = format!(
+            "s: &s \"{}\"\ny: [{}]\n",
+            "A".repeat(1000),
+            ["*s"; 2000].join(",")
+        );
+        assert_eq!(scan(&big, 64, 1 << 20), Some(Finding::Aliases(2)));
+        // Billion laughs: each level is small in the file but nine times the one before.
+        let mut laughs = "l0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n".to_string();
+        for i in 1..10 {
+            laughs += &format!(
+                "l{i}: &a{i} [{}]\n",
+                vec![format!("*a{}", i - 1); 9].join(",")
+            );
+        }
+        assert!(matches!(
+            scan(&laughs, 64, 1 << 20),
+            Some(Finding::Aliases(_))
+        ));
     }
 
     #[test]

@@ -115,11 +115,19 @@ fn raw_view(text: &str) -> View {
 /// The text with JSON escapes, percent-escapes and HTML references decoded (one level), and with
 /// `form`, `+` read as a space.
 fn decoded_view(text: &str, form: bool) -> View {
-    let s = text.as_bytes();
+    decode(&raw_view(text), form)
+}
+
+/// `view` with one more level of escapes decoded (as [`decoded_view`] does), each byte keeping
+/// the range of the original text it came from: decoding a decoded view reads an echo that was
+/// encoded twice (`%252F`, a JSON escape inside a URL-encoded value).
+fn decode(from: &View, form: bool) -> View {
+    let s = from.bytes.as_slice();
     let mut view = View {
         bytes: Vec::with_capacity(s.len()),
         spans: Vec::with_capacity(s.len()),
     };
+    let span = |i: usize, len: usize| (from.spans[i].0, from.spans[i + len - 1].1);
     let mut i = 0;
     while i < s.len() {
         let decoded = match s[i] {
@@ -130,7 +138,7 @@ fn decoded_view(text: &str, form: bool) -> View {
                 s.get(i + 2).and_then(|&b| hex(b)),
             ) {
                 (Some(h), Some(l)) => {
-                    view.push(&[(h * 16 + l) as u8], (i, i + 3));
+                    view.push(&[(h * 16 + l) as u8], span(i, 3));
                     i += 3;
                     continue;
                 }
@@ -142,11 +150,11 @@ fn decoded_view(text: &str, form: bool) -> View {
         match decoded {
             Some((c, len)) => {
                 let mut buf = [0u8; 4];
-                view.push(c.encode_utf8(&mut buf).as_bytes(), (i, i + len));
+                view.push(c.encode_utf8(&mut buf).as_bytes(), span(i, len));
                 i += len;
             }
             None => {
-                view.push(&[s[i]], (i, i + 1));
+                view.push(&[s[i]], span(i, 1));
                 i += 1;
             }
         }
@@ -167,6 +175,16 @@ fn needles(secret: &str) -> Vec<Needle> {
         fold: false,
         form: false,
     };
+    // Hex, either case (a receiver that logs or hashes what it got).
+    out.push(Needle {
+        bytes: bytes
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            .into_bytes(),
+        fold: true,
+        form: false,
+    });
     out.push(exact(STANDARD.encode(bytes)));
     out.push(exact(URL_SAFE.encode(bytes)));
     // Inside a longer base64 string the secret starts 0, 1 or 2 bytes into a 3-byte group: keep
@@ -221,25 +239,38 @@ fn mark(view: &View, needle: &Needle, hidden: &mut [bool], tail: bool) {
     }
 }
 
-/// Where an escape that the end of the text cut short begins (`%2`, `\u00`, `&#x2`).
-fn cut_escape(text: &str) -> Option<usize> {
+/// Where escapes that the end of the text may have cut short begin (`%2`, `\u00`, `&#x2`, and
+/// the nested `%252`, `%5C%2` of an echo encoded twice), latest first: each `%`, `\` or `&` in
+/// the last 11 bytes after which only characters an escape is made of follow.
+fn cut_escapes(text: &str) -> Vec<usize> {
     let s = text.as_bytes();
     let from = s.len().saturating_sub(11);
-    let j = (from..s.len())
+    (from..s.len())
         .rev()
-        .find(|&j| matches!(s[j], b'%' | b'\\' | b'&'))?;
-    let rest = &s[j + 1..];
-    let cut = match s[j] {
-        b'%' => rest.len() < 2 && rest.iter().all(|&b| hex(b).is_some()),
-        b'\\' => {
-            rest.is_empty()
-                || (rest[0] == b'u'
-                    && rest.len() < 5
-                    && rest[1..].iter().all(|&b| hex(b).is_some()))
-        }
-        _ => rest.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'#'),
-    };
-    cut.then_some(j)
+        .filter(|&j| matches!(s[j], b'%' | b'\\' | b'&'))
+        .take_while(|&j| {
+            s[j + 1..]
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'#' | b'%' | b'\\'))
+        })
+        .collect()
+}
+
+/// The views of `text` every needle is searched in: as is, one level of escapes decoded, two
+/// levels (an echo encoded twice), each also with `+` read as a space; paired with whether `+`
+/// was read as a space.
+fn views(text: &str) -> Vec<(View, bool)> {
+    let once = decoded_view(text, false);
+    let once_form = decoded_view(text, true);
+    let twice = decode(&once, false);
+    let twice_form = decode(&once_form, true);
+    vec![
+        (raw_view(text), false),
+        (once, false),
+        (twice, false),
+        (once_form, true),
+        (twice_form, true),
+    ]
 }
 
 fn hide(text: &str, secrets: &[String], tail: bool) -> String {
@@ -252,26 +283,18 @@ fn hide(text: &str, secrets: &[String], tail: bool) -> String {
         return text.to_string();
     }
     let mut hidden = vec![false; text.len()];
-    let views = [
-        (raw_view(text), false),
-        (decoded_view(text, false), false),
-        (decoded_view(text, true), true),
-    ];
-    for (view, form) in &views {
+    let all = views(text);
+    for (view, form) in &all {
         for needle in needles.iter().filter(|n| !*form || n.form) {
             mark(view, needle, &mut hidden, tail);
         }
     }
-    if tail && let Some(at) = cut_escape(text) {
+    for at in if tail { cut_escapes(text) } else { Vec::new() } {
         // The secret's prefix may stand just before an escape the cut broke: judge the text
         // without it, and hide the broken escape along with whatever prefix is found.
         let head = &text[..at];
         let mut head_hidden = vec![false; head.len()];
-        for (view, form) in [
-            (raw_view(head), false),
-            (decoded_view(head, false), false),
-            (decoded_view(head, true), true),
-        ] {
+        for (view, form) in views(head) {
             for needle in needles.iter().filter(|n| !form || n.form) {
                 mark(&view, needle, &mut head_hidden, true);
             }
@@ -279,6 +302,7 @@ fn hide(text: &str, secrets: &[String], tail: bool) -> String {
         if head_hidden.last() == Some(&true) {
             let from = head_hidden.iter().rposition(|h| !h).map_or(0, |i| i + 1);
             hidden[from..].iter_mut().for_each(|h| *h = true);
+            break;
         }
     }
     let mut out = String::with_capacity(text.len());
@@ -438,5 +462,35 @@ mod tests {
             short,
             "an uncut text keeps its ending"
         );
+    }
+
+    #[test]
+    fn a_credential_echoed_in_hex_or_encoded_twice_is_redacted() {
+        let hex: String = SECRET.bytes().map(|b| format!("{b:02x}")).collect();
+        let twice: String = SECRET.bytes().map(|b| format!("%25{b:02X}")).collect();
+        for echo in [
+            hex.clone(),
+            hex.to_uppercase(),
+            twice,
+            SECRET.replace('/', "%5C%2F"),
+            SECRET.replace('/', "%252F").replace('+', "%252B"),
+        ] {
+            let text = format!("{{\"got\":\"{echo}\",\"ok\":true}}");
+            let out = redact(&text, &secrets());
+            assert_eq!(out, format!("{{\"got\":\"{MASK}\",\"ok\":true}}"), "{echo}");
+        }
+        let cut = redact_and_cut(&format!("hex {hex}"), 4 + hex.len() / 2, &secrets());
+        assert_eq!(
+            cut,
+            format!("hex {MASK}"),
+            "a hex prefix at the cut is hidden too"
+        );
+        // Encoded twice and cut inside a nested escape: the prefix before it is hidden.
+        let limit = 64;
+        let pad = "x".repeat(limit - 5);
+        for tail in ["tok%252FSECRET", "tok%252", "tok%5C%2FSECRET", "tok%5C%2"] {
+            let cut = redact_and_cut(&format!("{pad}{tail}"), limit, &secrets());
+            assert_eq!(cut, format!("{pad}{MASK}"), "{tail}");
+        }
     }
 }

@@ -181,7 +181,7 @@ pub struct Source {
     name: String,
     dialect: Dialect,
     shown: String,
-    /// SQLite: the most one page's values may hold in memory.
+    /// The most one page's values may hold in memory (both engines).
     page_bytes: usize,
     timeout: Duration,
     page_size: usize,
@@ -516,7 +516,7 @@ impl Source {
         Ok(WindowReader::new(self, query, shape, window, session))
     }
 
-    /// Lowers the memory bound of one SQLite page (256 MiB by default), so tests can show it
+    /// Lowers the memory bound of one page (256 MiB by default), so tests can show it
     /// without building hundreds of megabytes; Rowfire never calls it.
     #[doc(hidden)]
     pub fn limit_page_bytes(&mut self, bytes: usize) {

@@ -38,6 +38,11 @@ pub(super) async fn connect(
         ("default_transaction_read_only", "on"),
         ("statement_timeout", timeout_ms.as_str()),
         ("TimeZone", "UTC"),
+        // The guard re-renders string literals as PostgreSQL reads them with standard strings
+        // (a backslash is an ordinary character); a server or role configured with
+        // `standard_conforming_strings = off` would read `'a\'` as an open string and run
+        // text the guard saw as a literal. Trigger SQL cannot change it (no `set_config`).
+        ("standard_conforming_strings", "on"),
     ]);
     let pool = PgPoolOptions::new()
         .max_connections(2)
@@ -203,6 +208,31 @@ impl PgSession {
         guarded!(self, |conn| bound(rendered).fetch_all(conn))
     }
 
+    /// Runs a rendered page statement after setting the limits again, reading its rows one by
+    /// one as they arrive: `Ok(None)` as soon as their values pass `max_bytes`, before more are
+    /// read (the session is then dropped, so its connection is closed, not drained).
+    pub(super) async fn fetch_bounded(
+        &mut self,
+        rendered: &Rendered,
+        max_bytes: usize,
+    ) -> Result<Option<Vec<PgRow>>, PgFail> {
+        self.relimit().await?;
+        guarded!(self, |conn| async move {
+            use futures_util::TryStreamExt as _;
+            let mut stream = bound(rendered).fetch(conn);
+            let mut rows = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(row) = stream.try_next().await? {
+                bytes = bytes.saturating_add(row_bytes(&row));
+                if bytes > max_bytes {
+                    return Ok(None);
+                }
+                rows.push(row);
+            }
+            Ok(Some(rows))
+        })
+    }
+
     /// Describes a statement's output columns.
     pub(super) async fn describe(&mut self, sql: &str) -> Result<Vec<Column>, PgFail> {
         let described = guarded!(self, |conn| conn
@@ -317,6 +347,19 @@ pub(super) async fn execute(pool: &PgPool, sql: &str, timeout: Duration) -> Resu
     .execute(conn))?;
     session.close().await;
     Ok(())
+}
+
+/// What a row's values take in memory, roughly: their wire size, at least 8 bytes each.
+fn row_bytes(row: &PgRow) -> usize {
+    (0..row.len())
+        .map(|i| {
+            row.try_get_raw(i)
+                .ok()
+                .and_then(|v| v.as_bytes().ok().map(<[u8]>::len))
+                .unwrap_or(0)
+                .max(8)
+        })
+        .sum()
 }
 
 #[derive(Clone, Copy)]
@@ -460,11 +503,16 @@ pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
+    max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    let pg_rows = session.fetch_all(rendered).await.map_err(|e| match e {
-        PgFail::Sql(e) => FetchError::Sql(e),
-        PgFail::Deadline => FetchError::Deadline,
-    })?;
+    let pg_rows = session
+        .fetch_bounded(rendered, max_bytes)
+        .await
+        .map_err(|e| match e {
+            PgFail::Sql(e) => FetchError::Sql(e),
+            PgFail::Deadline => FetchError::Deadline,
+        })?
+        .ok_or(FetchError::TooLarge { limit: max_bytes })?;
     let Some(first) = pg_rows.first() else {
         return Ok(Fetched::empty());
     };

@@ -106,7 +106,9 @@ impl<'a> WindowReader<'a> {
     async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
         let source = self.source;
         match &mut self.session {
-            Session::Postgres(session) => postgres::fetch(session, rendered, self.shape).await,
+            Session::Postgres(session) => {
+                postgres::fetch(session, rendered, self.shape, source.page_bytes).await
+            }
             Session::Sqlite(tx) => {
                 sqlite::fetch(tx, rendered, self.shape, source.timeout, source.page_bytes).await
             }

@@ -3,6 +3,7 @@
 #[macro_use]
 mod support;
 
+mod adversary;
 mod backtests;
 mod bounds;
 mod chaos;
