@@ -4,7 +4,9 @@
 Reads every `src/**/*.rs` file of the library (not the binary: `main.rs` and `cli/`), takes the
 top-level module a file belongs to (`src/poll/state.rs` -> `poll`), and collects every
 `crate::NAME` path it names (in `use` lines, grouped `use crate::{a, b::c}` lines and inline
-paths), ignoring comments. It then looks for strongly connected components of that graph: any
+paths), ignoring comments. Test code is left out (files named `tests.rs` or `*_tests.rs`, and
+`#[cfg(test)] mod NAME { ... }` blocks): it is not part of the library's build, and a test may
+reach across modules (a guard test parses a definitions file). It then looks for strongly connected components of that graph: any
 component with more than one module is an import loop. Prints the loops and exits 1 if there is
 one; prints the edge count and exits 0 otherwise.
 
@@ -33,11 +35,29 @@ def strip_comments(text: str) -> str:
     return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 
+def is_test_file(path: pathlib.Path) -> bool:
+    return path.name == "tests.rs" or path.name.endswith("_tests.rs")
+
+
+def strip_test_modules(text: str) -> str:
+    """Removes every `#[cfg(test)] mod NAME { ... }` block (braces counted)."""
+    out, at = [], 0
+    for match in re.finditer(r"#\[cfg\(test\)\]\s*(pub(\([a-z]+\))?\s+)?mod\s+\w+\s*\{", text):
+        if match.start() < at:
+            continue
+        out.append(text[at : match.start()])
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        at = i
+    out.append(text[at:])
+    return "".join(out)
+
+
 def referenced(text: str) -> set[str]:
     names = set(re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", text))
     # `use crate::{a, b::c, d::{e, f}}`: the first segment of each top-level item of the group.
-    for group in re.findall(r"\bcrate::\{", text):
-        pass
     for match in re.finditer(r"\bcrate::\{", text):
         depth, i, item, items = 1, match.end(), "", []
         while i < len(text) and depth:
@@ -64,10 +84,10 @@ def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for path in sorted(ROOT.rglob("*.rs")):
         module = top_module(path)
-        if module is None:
+        if module is None or is_test_file(path):
             continue
         edges.setdefault(module, set())
-        for name in referenced(strip_comments(path.read_text())):
+        for name in referenced(strip_test_modules(strip_comments(path.read_text()))):
             if name not in ("self", "super") and name != module:
                 edges[module].add(name)
     known = set(edges)

@@ -5,12 +5,12 @@ use anyhow::{Context, Result, anyhow, bail};
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
 use rowfire::definitions::{self, Definitions, versions};
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress;
-use rowfire::deliver::sender::{self, Sender};
 use rowfire::poll::Poller;
 use rowfire::rules::{self, Mode};
 use rowfire::secret::MasterKey;
+use rowfire::send::client::Client;
+use rowfire::send::egress;
+use rowfire::send::sender::{self, Sender};
 use rowfire::source::dialect_of;
 use rowfire::sql_guard::{self, Shape, Window};
 use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
@@ -72,11 +72,11 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
             sender(&store, clock.clone(), config)
         })
         .collect::<Result<_>>()?;
-    if opts.delivery_lease < sender::MIN_LEASE {
+    if opts.delivery_lease < rowfire::send::lease::MIN_LEASE {
         bail!(
             "--delivery-lease {:#} is too short; give at least {:#} (and more than your integrations' timeouts)",
             opts.delivery_lease,
-            sender::MIN_LEASE
+            rowfire::send::lease::MIN_LEASE
         );
     }
     let key = MasterKey::from_env();
@@ -84,7 +84,7 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
     let warnings = match &in_force {
         Some((_, defs)) => {
             let lease = opts.delivery_lease;
-            rowfire::integrations::readiness(&store, DEFAULT_WORKSPACE, defs, key.as_ref(), lease)
+            rowfire::send::readiness::check(&store, DEFAULT_WORKSPACE, defs, key.as_ref(), lease)
                 .await?
         }
         None => Vec::new(),
@@ -254,7 +254,7 @@ pub(crate) async fn open_store() -> Result<Store> {
     Ok(store)
 }
 
-pub(crate) fn print_push(s: &versions::PushSummary) {
+pub(crate) fn print_push(s: &rowfire::push::PushSummary) {
     if s.unchanged {
         println!("unchanged: version {} is already in force", s.version);
         return;
@@ -354,7 +354,7 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
         println!("  {:<rule_w$} {state:<7} on {}", r.rule, r.trigger);
     }
     let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-    let counts = rowfire::deliver::counts(&mut tx, DEFAULT_WORKSPACE).await?;
+    let counts = rowfire::outbox::counts(&mut tx, DEFAULT_WORKSPACE).await?;
     tx.rollback().await?;
     let shown: Vec<String> = counts
         .iter()
@@ -468,9 +468,8 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
 
 pub(crate) async fn print_inbox(store: &Store) -> Result<()> {
     let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-    let latest = rowfire::deliver::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
-    let deliveries =
-        rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
+    let latest = rowfire::outbox::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
+    let deliveries = rowfire::outbox::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
     tx.rollback().await?;
     let sent = deliveries.iter().filter(|d| d.status == "sent").count();
     println!("Demo inbox: {sent} message(s) delivered. The latest:");

@@ -9,8 +9,6 @@ pub mod cadence;
 pub mod clock;
 /// The definitions file: parsing and validation with every problem reported at once.
 pub mod definitions;
-/// Deliveries: rendered requests written with their fire; the Demo inbox; the catalogue.
-pub mod deliver;
 /// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
 /// `why RULE KEY`: a key's fires and the fate of its recent rows.
@@ -21,14 +19,20 @@ pub mod fixture;
 pub mod integrations;
 /// The fire ledger: exactly-once claims.
 pub mod ledger;
+/// The outbox: deliveries rendered and written with their fire; the Demo inbox.
+pub mod outbox;
 /// The poller: trigger state (watermarks, leases).
 pub mod poll;
+/// `push`: store definitions as the next version and reconcile trigger and rule state.
+pub mod push;
 /// Row values that keep their exact form.
 pub mod row;
 /// Rule state: modes and tombstones.
 pub mod rules;
 /// Secrets at rest: envelope encryption under the master key.
 pub mod secret;
+/// Sending deliveries: claim under a lease, request, egress, the one client, outcome, sender.
+pub mod send;
 /// Read-only sources and paged window reads.
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.

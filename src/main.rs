@@ -345,8 +345,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let store = Store::from_env().await?;
             store.migrate().await?;
             let summary =
-                match versions::push(&store, DEFAULT_WORKSPACE, &text, Timestamp::now()).await {
-                    Err(versions::PushError::Definitions(problems)) => {
+                match rowfire::push::push(&store, DEFAULT_WORKSPACE, &text, Timestamp::now()).await
+                {
+                    Err(rowfire::push::PushError::Definitions(problems)) => {
                         eprint!("{problems}");
                         return Ok(ExitCode::FAILURE);
                     }
@@ -444,14 +445,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let store = open_store().await?;
             let filter = match show {
                 Some(DeliveriesCommand::Retry { id }) => {
-                    rowfire::deliver::retry(&store, DEFAULT_WORKSPACE, id, Timestamp::now())
-                        .await?;
+                    rowfire::outbox::retry(&store, DEFAULT_WORKSPACE, id, Timestamp::now()).await?;
                     println!("delivery {id} is pending again and due now");
                     return Ok(ExitCode::SUCCESS);
                 }
                 Some(DeliveriesCommand::Prune { older_than }) => {
                     let before = rowfire::store::earlier(Timestamp::now(), older_than);
-                    let n = rowfire::deliver::prune(&store, DEFAULT_WORKSPACE, before).await?;
+                    let n = rowfire::outbox::prune(&store, DEFAULT_WORKSPACE, before).await?;
                     println!(
                         "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
                     );
@@ -460,7 +460,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Some(DeliveriesCommand::Show { id }) => {
                     return cli::integrations::show_delivery(&store, id).await;
                 }
-                None => rowfire::deliver::Filter {
+                None => rowfire::outbox::Filter {
                     rule,
                     status,
                     id: None,
@@ -468,7 +468,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 },
             };
             let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-            let found = rowfire::deliver::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
+            let found = rowfire::outbox::list(&mut tx, DEFAULT_WORKSPACE, &filter).await?;
             tx.rollback().await?;
             let rule_w = found.iter().map(|d| d.rule.chars().count()).max();
             let action_w = found.iter().map(|d| d.action.chars().count()).max();

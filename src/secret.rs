@@ -217,7 +217,7 @@ pub async fn put_file_url(
     now: jiff::Timestamp,
 ) -> Result<(), StoredSecretError> {
     use crate::store::{DbTime, execute};
-    if crate::source::dialect_of(url) != Some(crate::sql_guard::Dialect::Sqlite) {
+    if crate::sql_guard::dialect_of(url) != Some(crate::sql_guard::Dialect::Sqlite) {
         return Err(StoredSecretError::NotAFileUrl);
     }
     let owner = format!("source:{source}");
@@ -278,7 +278,7 @@ pub async fn file_urls(
         .filter_map(|(owner, url)| {
             let name = owner.strip_prefix("source:")?.to_string();
             // Admit only what put_file_url writes, whatever else the row was changed to.
-            (crate::source::dialect_of(&url) == Some(crate::sql_guard::Dialect::Sqlite))
+            (crate::sql_guard::dialect_of(&url) == Some(crate::sql_guard::Dialect::Sqlite))
                 .then_some((name, url))
         })
         .collect())
@@ -394,6 +394,11 @@ pub async fn open_all(
             Ok((name, plain))
         })
         .collect()
+}
+
+/// The owner under which an integration's credentials are stored.
+pub fn integration_owner(name: &str) -> String {
+    format!("integration:{name}")
 }
 
 #[cfg(test)]

@@ -8,15 +8,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use jiff::Timestamp;
+use rowfire::definitions::catalog;
 use rowfire::definitions::{Binding, Definitions, versions};
-use rowfire::deliver::catalog;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::outcome::{AttemptResult, Verdict};
-use rowfire::deliver::queue;
-use rowfire::deliver::request::try_action;
 use rowfire::integrations;
 use rowfire::secret::{self, MasterKey};
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::outcome::{AttemptResult, Verdict};
+use rowfire::send::queue;
+use rowfire::send::request::try_action;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 async fn in_force(store: &Store) -> Result<(i64, Definitions)> {
@@ -37,7 +37,7 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
         println!("no integrations; add one with `rowfire integrations add NAME --catalog slack`");
     }
     for i in &defs.integrations {
-        let stored = secret::names(store, WS, &integrations::secret_owner(&i.name)).await?;
+        let stored = secret::names(store, WS, &secret::integration_owner(&i.name)).await?;
         let creds: Vec<String> = i
             .spec
             .credentials()
@@ -107,12 +107,15 @@ pub(crate) async fn add(
         (Some(entry), None) => {
             let mut pairs = vec![("catalog", entry)];
             pairs.extend(base_url.map(|u| ("base_url", u)));
-            integrations::settings(&pairs)
+            rowfire::definitions::edit::settings(&pairs)
         }
         (None, Some(file)) => {
             let text = rowfire::definitions::read_file(file).map_err(|e| anyhow!(e.to_string()))?;
             match base_url {
-                Some(u) => format!("{text}\n{}", integrations::settings(&[("base_url", u)])),
+                Some(u) => format!(
+                    "{text}\n{}",
+                    rowfire::definitions::edit::settings(&[("base_url", u)])
+                ),
                 None => text,
             }
         }
@@ -120,9 +123,9 @@ pub(crate) async fn add(
             "give either --catalog ENTRY or --from FILE (a custom integration: base_url, auth, actions)"
         ),
     };
-    let text =
-        integrations::add_to_document(&current.document, name, &entry).map_err(|e| anyhow!(e))?;
-    let summary = versions::push(store, WS, &text, Timestamp::now()).await?;
+    let text = rowfire::definitions::edit::add_to_document(&current.document, name, &entry)
+        .map_err(|e| anyhow!(e))?;
+    let summary = rowfire::push::push(store, WS, &text, Timestamp::now()).await?;
     crate::cli::print_push(&summary);
     let defs = rowfire::definitions::parse(&text).map_err(|e| anyhow!(e.to_string()))?;
     let needs = defs
@@ -182,13 +185,13 @@ pub(crate) async fn set_credential(
     let key = MasterKey::from_env()?;
     let value = secret_value(from_env)?;
     if credential.starts_with("signing_secret") {
-        rowfire::deliver::webhook::parse_secret(&value)?;
+        rowfire::send::webhook::parse_secret(&value)?;
     }
     secret::put(
         store,
         &key,
         WS,
-        &integrations::secret_owner(name),
+        &secret::integration_owner(name),
         credential,
         &value,
         Timestamp::now(),
@@ -384,12 +387,12 @@ pub(crate) async fn dsn_resolver(store: &Store) -> Result<rowfire::poll::DsnReso
 
 /// `rowfire deliveries show ID`: the recorded request (never credentials) and every attempt.
 pub(crate) async fn show_delivery(store: &Store, id: i64) -> Result<ExitCode> {
-    let filter = rowfire::deliver::Filter {
+    let filter = rowfire::outbox::Filter {
         id: Some(id),
         ..Default::default()
     };
     let mut tx = store.begin(WS).await?;
-    let found = rowfire::deliver::list(&mut tx, WS, &filter).await?;
+    let found = rowfire::outbox::list(&mut tx, WS, &filter).await?;
     tx.rollback().await?;
     let Some(d) = found.first() else {
         bail!("there is no delivery {id}")

@@ -10,7 +10,6 @@ use futures_util::StreamExt as _;
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::Mutex;
 
-use super::catalog::Integration;
 use super::client::{Client, RESPONSE_KEEP};
 use super::outcome::{AttemptResult, Verdict, judge};
 use super::queue::{self, Attempt, Claimed, Settled, Settlement};
@@ -21,26 +20,7 @@ use crate::integrations;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError, later};
 
-/// The longest a sender waits for its rate-limit slot; a later slot releases the delivery.
-const PACING_HORIZON: SignedDuration = SignedDuration::from_secs(1);
-
-/// The shortest delivery lease a worker accepts.
-pub const MIN_LEASE: SignedDuration = SignedDuration::from_secs(5);
-
-/// Whether requests to `integration` fit in a claim's `lease` (with the pacing wait and margin);
-/// a delivery whose request would not is released rather than sent.
-pub fn fits_in_lease(integration: &Integration, lease: SignedDuration) -> bool {
-    let pacing = if integration.rate_limit.is_some() {
-        PACING_HORIZON
-    } else {
-        SignedDuration::ZERO
-    };
-    SignedDuration::from_millis(integration.timeout_ms.max(1) as i64) + pacing + LEASE_MARGIN
-        <= lease
-}
-
-/// Time kept in hand between a request's timeout and its claim's lease.
-const LEASE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+use super::lease::{self, PACING_HORIZON};
 
 /// How many times a failing settle is tried (while the leases last).
 const SETTLE_TRIES: u32 = 10;
@@ -320,7 +300,7 @@ impl Sender {
                     &self.store,
                     key,
                     workspace,
-                    &integrations::secret_owner(&integration.name),
+                    &crate::secret::integration_owner(&integration.name),
                 )
                 .await
                 .map_err(|e| e.to_string()),
@@ -411,13 +391,8 @@ impl Sender {
         // A request must finish inside the claim's lease, or another worker could take the
         // delivery over and send it while this one still is.
         // (Checked before a rate-limit slot is booked; the pacing wait is at most PACING_HORIZON.)
-        let timeout = SignedDuration::from_millis(integration.timeout_ms.max(1) as i64);
-        let horizon = if integration.rate_limit.is_some() {
-            PACING_HORIZON
-        } else {
-            SignedDuration::ZERO
-        };
-        if later(self.clock.now(), horizon + timeout + LEASE_MARGIN) > claimed.lease_expires_at {
+        let timeout = lease::timeout(integration);
+        if later(self.clock.now(), lease::needed(integration)) > claimed.lease_expires_at {
             let reason = format!(
                 "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
                 claimed.integration, timeout

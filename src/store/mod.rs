@@ -16,8 +16,7 @@ use sqlx::{AssertSqlSafe, PgPool, Postgres, Row as _, Sqlite, SqlitePool};
 
 pub use time::{DbTime, earlier, later};
 
-use crate::source::dialect_of;
-use crate::sql_guard::Dialect;
+use crate::sql_guard::{Dialect, dialect_of};
 
 /// The environment variable naming the control plane.
 pub const DATABASE_URL_ENV: &str = "ROWFIRE_DATABASE_URL";
