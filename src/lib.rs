@@ -7,6 +7,8 @@ pub mod backtest;
 pub mod cadence;
 /// The one clock type; tests and `--now` fix it.
 pub mod clock;
+/// Rowfire's own settings, read from the environment in this one module.
+pub mod config;
 /// The definitions file: parsing and validation with every problem reported at once.
 pub mod definitions;
 /// The first run: sample database, sample definitions, backtest headlines.
@@ -43,3 +45,5 @@ pub mod store;
 pub mod template;
 /// Checking definitions against live sources.
 pub mod validation;
+/// The worker: pollers and senders assembled from configuration, run until shutdown.
+pub mod worker;

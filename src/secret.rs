@@ -91,15 +91,6 @@ impl MasterKey {
         })
     }
 
-    /// The master key from `ROWFIRE_MASTER_KEY`.
-    pub fn from_env() -> Result<MasterKey, SecretError> {
-        let text = std::env::var(MASTER_KEY_ENV)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .ok_or(SecretError::MissingMasterKey)?;
-        MasterKey::parse(&text)
-    }
-
     /// The key's id, stored with every secret it seals.
     pub fn id(&self) -> &str {
         &self.id

@@ -1,260 +1,117 @@
-//! The command implementations behind `main.rs`: opening the control plane, running workers and
-//! the demo, and printing what the library returns. Binary only; the library holds the logic.
+//! `rowfire validate`, `explain`, `backtest`, `push`, `pull`, `list`, `promote`, `demote` and
+//! `why`: the definitions, checked, stored and read back, and what the rules in them do.
 
-use anyhow::{Context, Result, anyhow, bail};
-use jiff::{SignedDuration, Timestamp};
-use rowfire::clock::Clock;
-use rowfire::definitions::{self, Definitions, versions};
-use rowfire::poll::Poller;
-use rowfire::rules::{self, Mode};
-use rowfire::secret::MasterKey;
-use rowfire::send::client::Client;
-use rowfire::send::egress;
-use rowfire::send::sender::{self, Sender};
-use rowfire::source::dialect_of;
-use rowfire::sql_guard::{self, Shape, Window};
-use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
-use rowfire::validation::{self, TriggerCheck};
-use rowfire::{demo, poll};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub(crate) mod commands;
-pub(crate) mod integrations;
-pub(crate) mod out;
+use anyhow::{Result, anyhow, bail};
+use jiff::SignedDuration;
+use rowfire::backtest::{self, Options};
+use rowfire::clock::Clock;
+use rowfire::config::Config;
+use rowfire::definitions::{self, Definitions, versions};
+use rowfire::poll;
+use rowfire::push::{self, PushError};
+use rowfire::rules::{self, Mode};
+use rowfire::source::{Source, dialect_of};
+use rowfire::sql_guard::{self, Shape, Window};
+use rowfire::store::{DEFAULT_WORKSPACE, Store};
+use rowfire::validation::{self, TriggerCheck};
 
-/// How a worker process runs.
-pub(crate) struct WorkerOptions {
-    pub once: bool,
-    pub due_now: bool,
-    pub concurrency: usize,
-    pub poll_only: bool,
-    pub delivery_lease: SignedDuration,
-}
+use super::{NOTHING_PUSHED, now, open_and_migrate, open_store, width};
 
-/// A sender for this process: the egress policy and master key from the environment.
-pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Result<Sender> {
-    let policy = egress::Policy::from_env().map_err(|e| anyhow!(e))?;
-    let key = MasterKey::from_env().map_err(|e| e.to_string());
-    Ok(Sender::new(
-        store.clone(),
-        Client::new(policy),
-        clock,
-        key,
-        config,
-    ))
-}
-
-pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
-    let dsn = integrations::dsn_resolver(&store).await?;
-    // Leases are stamped on the control plane's clock, not this host's: one clock for the whole
-    // process, measured against the control plane now and every minute while it runs.
-    let clock = Clock::system();
-    store.sync_clock(&clock).await?;
-    let concurrency = opts.concurrency;
-    let pollers: Vec<Poller> = (0..concurrency)
-        .map(|i| {
-            Poller::new(
-                store.clone(),
-                format!("{host}:{}:{i}", std::process::id()),
-                clock.clone(),
-                dsn.clone(),
-            )
-        })
-        .collect();
-    let senders: Vec<Sender> = (0..concurrency)
-        .map(|_| {
-            let config = sender::Config {
-                lease: opts.delivery_lease,
-                ..sender::Config::default()
-            };
-            sender(&store, clock.clone(), config)
-        })
-        .collect::<Result<_>>()?;
-    if opts.delivery_lease < rowfire::send::lease::MIN_LEASE {
-        bail!(
-            "--delivery-lease {:#} is too short; give at least {:#} (and more than your integrations' timeouts)",
-            opts.delivery_lease,
-            rowfire::send::lease::MIN_LEASE
-        );
-    }
-    let key = MasterKey::from_env();
-    let in_force = versions::in_force(&store, DEFAULT_WORKSPACE).await?;
-    let warnings = match &in_force {
-        Some((_, defs)) => {
-            let lease = opts.delivery_lease;
-            rowfire::send::readiness::check(&store, DEFAULT_WORKSPACE, defs, key.as_ref(), lease)
-                .await?
-        }
-        None => Vec::new(),
-    };
-    for warning in warnings {
-        eprintln!("warning: {warning}");
-    }
-    if let Some((_, defs)) = &in_force {
-        let resolves = |name: &str| defs.source(name).is_some_and(|d| dsn(d).is_some());
-        for p in defs.unresolved_sources(resolves) {
-            eprintln!("warning: {}: {}", p.path, p.message);
-        }
-    }
-    if opts.once {
-        return work_once(&store, &clock, &pollers, &senders[0], opts.due_now).await;
-    }
-    if !opts.poll_only {
-        store.listen_for_work().await;
-    }
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let signalled = shutdown_signal();
-    tokio::spawn(async move {
-        signalled.await;
-        eprintln!("stopping: finishing the polls and sends in progress");
-        let _ = stop_tx.send(true);
-    });
-    eprintln!(
-        "worker running on {} with {concurrency} poller(s) and {concurrency} sender(s){}; ctrl-c to stop",
-        store.shown(),
-        if opts.poll_only { ", poll-only" } else { "" }
-    );
-    let resync = tokio::spawn(keep_clock_synced(store.clone(), clock));
-    let polls = pollers
-        .iter()
-        .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
-    let sends = senders.iter().map(|s| s.run_until(stop_rx.clone()));
-    futures_util::future::join(
-        futures_util::future::join_all(polls),
-        futures_util::future::join_all(sends),
-    )
-    .await;
-    resync.abort();
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Measures the control plane's clock again every minute (host clocks drift); a failed
-/// measurement keeps the last offset.
-async fn keep_clock_synced(store: Store, clock: Clock) {
-    loop {
-        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-        if let Err(e) = store.sync_clock(&clock).await {
-            tracing::warn!(error = %e, "could not read the control plane's clock; keeping the last offset");
-        }
-    }
-}
-
-/// `worker --once`: polls every due trigger once (every trigger with `due_now`), prints a line
-/// per trigger and rule, or says that nothing is due and when each trigger next is, sends what
-/// is due, and exits non-zero when a poll failed, after printing everything else.
-async fn work_once(
-    store: &Store,
-    clock: &Clock,
-    pollers: &[Poller],
-    sender: &Sender,
-    due_now: bool,
+/// `rowfire backtest`: what a rule would have done over the last `days` days.
+pub(crate) async fn backtest(
+    rule: &str,
+    file: &Path,
+    days: u32,
+    sample: usize,
+    clock: Clock,
+    json: bool,
 ) -> Result<ExitCode> {
-    if due_now {
-        poll::due_now(store, DEFAULT_WORKSPACE, clock.now()).await?;
-    }
-    let mut all = Vec::new();
-    let mut control_plane = None;
-    for batch in futures_util::future::join_all(pollers.iter().map(|p| p.poll_due())).await {
-        match batch {
-            Ok(reports) => all.extend(reports),
-            Err(e) => control_plane = Some(e),
-        }
-    }
-    all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
-    for report in &all {
+    let defs = load(file)?;
+    let (_, trigger) = defs.rule_and_trigger(rule)?;
+    let def = defs.source(&trigger.source).expect("validated");
+    let source = Source::from_env(def).await?;
+    let opts = Options {
+        days,
+        sample,
+        now: clock.now(),
+    };
+    let report = backtest::run(&defs, rule, &source, &opts).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
         print!("{report}");
     }
-    if all.is_empty() && control_plane.is_none() {
-        print_nothing_due(store, clock.now()).await?;
-    }
-    let sent = sender.drain().await?;
-    if sent.claimed > 0 {
-        print!("{sent}");
-    }
-    if let Some(e) = control_plane {
-        return Err(anyhow!(e).context("polling stopped: the control plane failed"));
-    }
-    let failed: Vec<&str> = all
-        .iter()
-        .filter(|r| matches!(r.status, poll::PollStatus::Failed(_)))
-        .map(|r| r.trigger.as_str())
-        .collect();
-    if !failed.is_empty() {
-        eprintln!(
-            "error: the poll of {} failed (see above); its watermark stays and it is retried within 30 seconds",
-            failed.join(", ")
-        );
-        return Ok(ExitCode::FAILURE);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire push`: stores the file as the next version (creating the control plane's tables if
+/// needed) and says what changed.
+pub(crate) async fn push(config: &Config, file: &Path) -> Result<ExitCode> {
+    let text = match definitions::read_file(file) {
+        Ok(text) => text,
+        Err(problems) => {
+            eprint!("{problems}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let store = open_and_migrate(config).await?;
+    let summary = match push::push(&store, DEFAULT_WORKSPACE, &text, now()).await {
+        Err(PushError::Definitions(problems)) => {
+            eprint!("{problems}");
+            return Ok(ExitCode::FAILURE);
+        }
+        other => other?,
+    };
+    print_push(&summary);
+    if let Ok(defs) = definitions::parse(&text) {
+        warn_unresolved_sources(&store, &defs).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `worker --once` says when no trigger is due: when each is next due, and how to poll now.
-async fn print_nothing_due(store: &Store, now: Timestamp) -> Result<()> {
-    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
-        .await?
-        .into_iter()
-        .filter(|t| t.removed_at.is_none())
-        .collect();
-    if triggers.is_empty() {
-        println!(
-            "no trigger is due: none is defined; push a definitions file with `rowfire push -f FILE`"
-        );
-        return Ok(());
+/// `rowfire pull`: the definitions in force (or an older version), byte for byte.
+pub(crate) async fn pull(config: &Config, version: Option<i64>) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    match versions::get(&store, DEFAULT_WORKSPACE, version).await? {
+        Some(v) => print!("{}", v.document),
+        None if version.is_some() => bail!(
+            "there is no version {}; `rowfire status` shows the one in force",
+            version.unwrap_or(0)
+        ),
+        None => bail!("{NOTHING_PUSHED}"),
     }
-    println!("no trigger is due; next due:");
-    let width = triggers.iter().map(|t| t.trigger.len()).max().unwrap_or(0);
-    for t in &triggers {
-        match &t.problem {
-            Some(problem) => println!("  {:<width$}  {problem}", t.trigger),
-            None => {
-                let wait = SignedDuration::from_secs(now.duration_until(t.next_poll_at).as_secs());
-                println!(
-                    "  {:<width$}  {} (in {:#})",
-                    t.trigger,
-                    t.next_poll_at,
-                    wait.max(SignedDuration::ZERO)
-                );
-            }
-        }
-    }
-    println!(
-        "to poll every trigger now: `rowfire worker --once --due-now`; to re-read past days: `rowfire rewind TRIGGER --days N`"
-    );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
-/// Resolves on ctrl-c or SIGTERM. The handlers are installed when this is called, not when the
-/// future is first polled, so a signal that arrives right after "worker running" is printed
-/// stops the worker cleanly instead of killing it.
-pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        async move {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = term.recv() => {}
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    async {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+/// `rowfire why RULE KEY`: a key's fires and the fate of its recent rows.
+pub(crate) async fn why(config: &Config, rule: &str, key: &str, days: u32) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    let Some((_, defs)) = versions::in_force(&store, DEFAULT_WORKSPACE).await? else {
+        bail!("{NOTHING_PUSHED}");
+    };
+    let explained = rowfire::explanation::why(
+        &store,
+        DEFAULT_WORKSPACE,
+        &defs,
+        rowfire::explanation::Question {
+            rule,
+            key,
+            days,
+            now: now(),
+        },
+        &poll::env_dsn(),
+    )
+    .await
+    .map_err(|e| anyhow!(e))?;
+    print!("{explained}");
+    Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn open_store() -> Result<Store> {
-    let store = Store::from_env().await?;
-    store.check_migrated().await?;
-    Ok(store)
-}
-
-pub(crate) fn print_push(s: &rowfire::push::PushSummary) {
+/// What a push did, a line per kind of change.
+pub(crate) fn print_push(s: &push::PushSummary) {
     if s.unchanged {
         println!("unchanged: version {} is already in force", s.version);
         return;
@@ -274,11 +131,11 @@ pub(crate) fn print_push(s: &rowfire::push::PushSummary) {
     }
 }
 
-pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
+/// `rowfire list`: the triggers and rules in force, with each rule's mode and cadence.
+pub(crate) async fn list(config: &Config) -> Result<ExitCode> {
+    let store = &open_store(config).await?;
     let Some((version, defs)) = versions::in_force(store, DEFAULT_WORKSPACE).await? else {
-        println!(
-            "nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`"
-        );
+        println!("{NOTHING_PUSHED}");
         return Ok(ExitCode::SUCCESS);
     };
     let modes = rules::list(store, DEFAULT_WORKSPACE).await?;
@@ -315,78 +172,10 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
-    let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
-    match &ws.halted {
-        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
-        None => println!("workspace {}: running", ws.id),
-    }
-    if let Some(v) = versions::get(store, DEFAULT_WORKSPACE, None).await? {
-        println!("definitions version {} (pushed {})", v.version, v.pushed_at);
-    }
-    println!("triggers:");
-    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
-        .await?
-        .into_iter()
-        .filter(|t| t.removed_at.is_none())
-        .collect();
-    let trigger_w = width(triggers.iter().map(|t| t.trigger.as_str()));
-    for t in &triggers {
-        if let Some(problem) = &t.problem {
-            println!("  {:<trigger_w$} {problem}", t.trigger);
-            continue;
-        }
-        let error = t.last_error.as_deref().unwrap_or("-");
-        println!(
-            "  {:<trigger_w$} watermark {}  next poll {}  last error: {error}",
-            t.trigger, t.watermark, t.next_poll_at
-        );
-    }
-    println!("rules:");
-    let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
-    let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
-    for r in rules {
-        let state = if r.tombstoned_at.is_some() {
-            "removed".to_string()
-        } else {
-            r.mode.to_string()
-        };
-        println!("  {:<rule_w$} {state:<7} on {}", r.rule, r.trigger);
-    }
-    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-    let counts = rowfire::outbox::counts(&mut tx, DEFAULT_WORKSPACE).await?;
-    tx.rollback().await?;
-    let shown: Vec<String> = counts
-        .iter()
-        .map(|(status, n, oldest)| match status.as_str() {
-            "pending" => format!("pending {n} (earliest due {oldest})"),
-            _ => format!("{status} {n}"),
-        })
-        .collect();
-    if !shown.is_empty() {
-        println!("deliveries: {}", shown.join(", "));
-    }
-    for i in rowfire::integrations::states(store, DEFAULT_WORKSPACE).await? {
-        if let Some(at) = i.disabled_at {
-            println!(
-                "integration {} DISABLED since {at}: {}; `rowfire integrations enable {}`",
-                i.name,
-                i.disabled_reason.as_deref().unwrap_or("no reason"),
-                i.name
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The width of a column: its longest entry, in characters.
-fn width<'a>(entries: impl Iterator<Item = &'a str>) -> usize {
-    entries.map(|e| e.chars().count()).max().unwrap_or(0)
-}
-
-pub(crate) async fn set_mode(rule: &str, mode: Mode) -> Result<ExitCode> {
-    let store = open_store().await?;
-    let before = rules::set_mode(&store, DEFAULT_WORKSPACE, rule, mode, Timestamp::now()).await?;
+/// `rowfire promote` and `demote`: a rule's mode.
+pub(crate) async fn set_mode(config: &Config, rule: &str, mode: Mode) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    let before = rules::set_mode(&store, DEFAULT_WORKSPACE, rule, mode, now()).await?;
     if before == mode {
         println!("{rule} is already {mode}");
     } else {
@@ -395,91 +184,13 @@ pub(crate) async fn set_mode(rule: &str, mode: Mode) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Reads and checks a definitions file.
 pub(crate) fn load(file: &Path) -> Result<Definitions> {
     Ok(definitions::load_file(file)?)
 }
 
-pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
-    let now = clock.now();
-    let made = demo::run(dir, now)
-        .await
-        .context("the demo could not run")?;
-    println!("Sample database: {}", made.sample_url);
-    println!("Sample definitions: {}", made.definitions.display());
-    println!();
-    println!(
-        "What each sample rule would have done over the last {} days:",
-        demo::DEMO_DAYS
-    );
-    for report in &made.reports {
-        println!("  {}", report.headline());
-    }
-    println!();
-    println!(
-        "Control plane: {} (every rule live; its only destination is the Demo inbox)",
-        made.control_plane_url
-    );
-    println!(
-        "The worker polls the same {} days into the ledger:",
-        demo::DEMO_DAYS
-    );
-    let poller = made.poller(clock.clone());
-    for report in poller.poll_due().await? {
-        print!("{report}");
-    }
-    print_inbox(&made.store).await?;
-    println!();
-    let rowfire = demo::invocation();
-    println!(
-        "Look closer: type these into a shell, one after another (the worker finds the sample by itself):"
-    );
-    for step in made.next_steps(&rowfire.command, now) {
-        println!("  $ {step}");
-    }
-    if let Some(hint) = &rowfire.install_hint {
-        println!("({hint})");
-    }
-    if once {
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!();
-    println!("The worker keeps running; add activity from another terminal with:");
-    println!(
-        "  $ {} fixture simulate --into {}",
-        rowfire.command,
-        demo::shell_word(&made.sample_url)
-    );
-    println!("ctrl-c stops it.");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let signalled = shutdown_signal();
-    tokio::spawn(async move {
-        signalled.await;
-        let _ = stop_tx.send(true);
-    });
-    poller
-        .run_until(stop_rx, |r| {
-            if r.fired > 0 {
-                print!("{r}")
-            }
-        })
-        .await;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) async fn print_inbox(store: &Store) -> Result<()> {
-    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-    let latest = rowfire::outbox::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
-    let deliveries = rowfire::outbox::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
-    tx.rollback().await?;
-    let sent = deliveries.iter().filter(|d| d.status == "sent").count();
-    println!("Demo inbox: {sent} message(s) delivered. The latest:");
-    for (action, recipient, body) in latest {
-        println!("  {action} to {}: {body}", recipient.unwrap_or_default());
-    }
-    Ok(())
-}
-
-pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
+/// `rowfire validate`: every problem at once, then each trigger's columns on its source.
+pub(crate) async fn validate(config: &Config, file: &Path) -> Result<ExitCode> {
     let defs = match definitions::load_file(file) {
         Ok(defs) => defs,
         Err(problems) => {
@@ -495,7 +206,7 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
     );
     // Sources the file only names may be stored in the control plane; each one that is not
     // holds back its trigger's rules only.
-    let stored = stored_sources_if_configured().await;
+    let stored = stored_sources_if_configured(config).await;
     let unresolved = defs.unresolved_sources(|name| stored.contains(name));
     if !unresolved.is_empty() {
         println!(
@@ -518,7 +229,7 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
         );
     }
     let mut failed = false;
-    for check in validation::check_against_sources(&defs, Timestamp::now()).await {
+    for check in validation::check_against_sources(&defs, now()).await {
         match check {
             TriggerCheck::Ok { trigger, source } => {
                 println!("  trigger {trigger}: columns ok on {source}")
@@ -555,14 +266,13 @@ pub(crate) async fn validate(file: &Path) -> Result<ExitCode> {
 
 /// The sources stored in the control plane, when one is configured (`ROWFIRE_DATABASE_URL`, or
 /// `rowfire.db` here); none otherwise. Never creates a control plane.
-async fn stored_sources_if_configured() -> std::collections::BTreeSet<String> {
-    let configured = std::env::var(rowfire::store::DATABASE_URL_ENV).is_ok_and(|u| !u.is_empty())
-        || Path::new("rowfire.db").exists();
+async fn stored_sources_if_configured(config: &Config) -> std::collections::BTreeSet<String> {
+    let configured = config.database_url_set || Path::new("rowfire.db").exists();
     if !configured {
         return Default::default();
     }
     let stored = async {
-        let store = open_store().await?;
+        let store = open_store(config).await?;
         Ok::<_, anyhow::Error>(rowfire::secret::stored_sources(&store, DEFAULT_WORKSPACE).await?)
     };
     stored.await.unwrap_or_else(|e| {
@@ -581,6 +291,7 @@ pub(crate) async fn warn_unresolved_sources(store: &Store, defs: &Definitions) -
     Ok(())
 }
 
+/// `rowfire explain`: the SQL a trigger runs, with the window's literals.
 pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Result<ExitCode> {
     let defs = load(file)?;
     let trigger = defs.trigger_named(name)?;
