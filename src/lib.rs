@@ -1,5 +1,14 @@
 //! Rowfire turns rows in a customer's database into actions, exactly once per rule, per key,
-//! per cadence period. This crate is the whole service; `main.rs` is a thin command line over it.
+//! per cadence period. This crate is the whole service; `main.rs` is a thin command line over it,
+//! and [`worker::Worker`] is the one worker every front end runs. ARCHITECTURE.md has the code
+//! map, the floors (no module imports one that imports it back: `scripts/import-loops.py`) and
+//! the invariants. Where to look first:
+//!
+//! - the delivery lease: [`send::lease`] (its arithmetic) and [`send::queue`] (claim, settle by
+//!   fencing token); trigger leases: [`poll::state`];
+//! - egress: [`send::egress`] (which addresses) and [`send::client`] (the one outbound client);
+//! - statements not scoped to a workspace: `Store::begin_unscoped` in [`store`] (migrations, the
+//!   trigger lease, the delivery claim, the idle sender's next-due read).
 
 /// Backtests: what a rule would have done over the last N days.
 pub mod backtest;
@@ -23,7 +32,7 @@ pub mod integrations;
 pub mod ledger;
 /// The outbox: deliveries rendered and written with their fire; the Demo inbox.
 pub mod outbox;
-/// The poller: trigger state (watermarks, leases).
+/// The poller: lease a trigger, read its window, claim fires; trigger state (watermarks, leases).
 pub mod poll;
 /// `push`: store definitions as the next version and reconcile trigger and rule state.
 pub mod push;
@@ -33,13 +42,13 @@ pub mod row;
 pub mod rules;
 /// Secrets at rest: envelope encryption under the master key.
 pub mod secret;
-/// Sending deliveries: claim under a lease, request, egress, the one client, outcome, sender.
+/// Sending: claim under a lease, build the request, egress check, the one client, judge, settle.
 pub mod send;
 /// Read-only sources and paged window reads.
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.
 pub mod sql_guard;
-/// The control plane database: open, migrate, workspace-scoped transactions.
+/// The control plane database: open, migrate, workspace-scoped (and the few unscoped) transactions.
 pub mod store;
 /// `{{ name }}` templates, substitution only.
 pub mod template;
