@@ -12,6 +12,7 @@ pub mod outcome;
 pub mod queue;
 pub mod readiness;
 pub mod redact;
+pub mod report;
 pub mod request;
 pub mod sender;
 pub mod webhook;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use tokio::sync::Mutex;
 
-use super::client::{Client, RESPONSE_KEEP};
+use super::client::Client;
 use super::outcome::{AttemptResult, Verdict, judge};
 use super::queue::{self, Attempt, Claimed, Settled, Settlement};
 use super::request::{outbound, redact_result, secret_strings};
@@ -21,6 +21,7 @@ use crate::secret::MasterKey;
 use crate::store::{Store, StoreError, later};
 
 use super::lease::{self, PACING_HORIZON};
+pub use super::report::SendReport;
 
 /// How many times a failing settle is tried (while the leases last).
 const SETTLE_TRIES: u32 = 10;
@@ -52,41 +53,6 @@ impl Default for Config {
             idle: Duration::from_secs(1),
             refresh: Duration::from_secs(5),
         }
-    }
-}
-
-/// What one pass of a sender did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SendReport {
-    /// Deliveries claimed.
-    pub claimed: u64,
-    /// Delivered.
-    pub sent: u64,
-    /// Due again later (a retryable failure, a pace or a missing credential).
-    pub waiting: u64,
-    /// Failed, dead or expired.
-    pub finished_unsent: u64,
-    /// Settles that found the lease taken over.
-    pub stale: u64,
-}
-
-impl SendReport {
-    fn add(&mut self, other: SendReport) {
-        self.claimed += other.claimed;
-        self.sent += other.sent;
-        self.waiting += other.waiting;
-        self.finished_unsent += other.finished_unsent;
-        self.stale += other.stale;
-    }
-}
-
-impl std::fmt::Display for SendReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "deliveries: claimed={} sent={} waiting={} unsent={} stale={}",
-            self.claimed, self.sent, self.waiting, self.finished_unsent, self.stale
-        )
     }
 }
 
@@ -452,7 +418,7 @@ impl Sender {
             action.ok_field,
             fastrand::f64(),
         );
-        let attempt = record(&result, &verdict, started_at, latency);
+        let attempt = super::outcome::record(&result, &verdict, started_at, latency);
         let outcome = match verdict {
             Verdict::Sent => Settlement::Sent,
             Verdict::Retry { at, reason } => {
@@ -502,36 +468,5 @@ impl Sender {
             }
         };
         (outcome, Some(attempt))
-    }
-}
-
-/// The attempt as recorded: status, class of error, and the start of the answer.
-fn record(
-    result: &AttemptResult,
-    verdict: &Verdict,
-    started_at: Timestamp,
-    latency: Duration,
-) -> Attempt {
-    let keep = |s: &str| s.chars().take(RESPONSE_KEEP).collect::<String>();
-    let (status_code, error_class, response) = match result {
-        AttemptResult::Response { status, body, .. } => {
-            let class = match verdict {
-                Verdict::Sent => None,
-                _ if (200..300).contains(status) => Some("rejected"),
-                _ => Some("http_status"),
-            };
-            (Some(*status), class, Some(keep(body)))
-        }
-        AttemptResult::Timeout => (None, Some("timeout"), None),
-        AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
-        AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
-        AttemptResult::Invalid(e) => (None, Some("invalid"), Some(keep(e))),
-    };
-    Attempt {
-        started_at,
-        latency_ms: latency.as_millis() as i64,
-        status_code,
-        error_class,
-        response,
     }
 }
