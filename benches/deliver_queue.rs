@@ -44,13 +44,14 @@ use futures_util::StreamExt as _;
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
 use rowfire::definitions::versions;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::outcome::AttemptResult;
-use rowfire::deliver::queue::{self, Attempt, Settled, Settlement};
-use rowfire::deliver::sender::{Config, SendReport, Sender};
+use rowfire::push;
 use rowfire::rules::{self, Mode};
 use rowfire::secret::{self, MasterKey};
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::outcome::AttemptResult;
+use rowfire::send::queue::{self, Attempt, Settled, Settlement};
+use rowfire::send::sender::{Config, SendReport, Sender};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
@@ -166,7 +167,7 @@ async fn control_plane(
     let store = Store::open(&url).await.unwrap();
     store.migrate().await.unwrap();
     let now = Timestamp::now();
-    versions::push(&store, WS, &definitions(&receiver.url), now)
+    push::push(&store, WS, &definitions(&receiver.url), now)
         .await
         .unwrap();
     rules::set_mode(&store, WS, "welcome", Mode::Live, now)
@@ -335,7 +336,7 @@ async fn breakdown(url: &str, batches: usize) -> (f64, f64, f64, f64) {
                 let (client, credentials) = (&client, &credentials);
                 async move {
                     let now = Timestamp::now();
-                    let request = rowfire::deliver::request::outbound(
+                    let request = rowfire::send::request::outbound(
                         &c,
                         &c.id.to_string(),
                         integration,

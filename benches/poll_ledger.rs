@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
-use rowfire::definitions::versions;
 use rowfire::poll::{self, ClaimStyle, Poller};
+use rowfire::push;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
@@ -61,7 +61,7 @@ async fn control_plane(admin: &str, doc: &str, now: Timestamp) -> (String, Store
     let url = support::fresh_database(admin, "rowfire_bench_cp").await;
     let store = Store::open(&url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, doc, now).await.unwrap();
+    push::push(&store, WS, doc, now).await.unwrap();
     for t in poll::list(&store, WS).await.unwrap() {
         poll::rewind(&store, WS, &t.trigger, SignedDuration::from_hours(24), now)
             .await

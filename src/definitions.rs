@@ -45,7 +45,7 @@ pub struct IntegrationDef {
     /// The name bindings use.
     pub name: String,
     /// The catalogue entry it instantiates, with its base URL applied.
-    pub spec: crate::deliver::catalog::Integration,
+    pub spec: catalog::Integration,
 }
 
 /// A rule's binding to an action: parameter templates and a recipient template.
@@ -351,6 +351,8 @@ pub fn read_file(path: &std::path::Path) -> Result<String, Problems> {
     })
 }
 
+pub mod catalog;
+pub mod edit;
 pub mod limits;
 mod parse;
 mod undeclared;

@@ -12,10 +12,10 @@ use jiff::SignedDuration;
 
 use crate::backtest::{self, BacktestError, Options, Report};
 use crate::clock::Clock;
-use crate::definitions::versions::{self, PushError};
 use crate::definitions::{self, Problems};
 use crate::fixture::{self, FixtureError, SAMPLE_DEFINITIONS};
 use crate::poll::{self, Poller};
+use crate::push::{self, PushError};
 use crate::rules::{self, Mode};
 use crate::source::{Source, SourceError};
 use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
@@ -127,7 +127,7 @@ pub async fn run(dir: &Path, now: Timestamp) -> Result<Demo, DemoError> {
     let control_plane_url = format!("sqlite://{}", dir.join("rowfire.db").display());
     let store = Store::open(&control_plane_url).await?;
     store.migrate().await?;
-    versions::push(&store, DEFAULT_WORKSPACE, SAMPLE_DEFINITIONS, now).await?;
+    push::push(&store, DEFAULT_WORKSPACE, SAMPLE_DEFINITIONS, now).await?;
     // The sample is a file, so its URL holds no credential: stored with the control plane, a
     // worker started in DIR reads it without SAMPLE_DATABASE_URL or a master key.
     crate::secret::put_file_url(

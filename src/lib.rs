@@ -1,5 +1,14 @@
 //! Rowfire turns rows in a customer's database into actions, exactly once per rule, per key,
-//! per cadence period. This crate is the whole service; `main.rs` is a thin command line over it.
+//! per cadence period. This crate is the whole service; `main.rs` is a thin command line over it,
+//! and [`worker::Worker`] is the one worker every front end runs. ARCHITECTURE.md has the code
+//! map, the floors (no module imports one that imports it back: `scripts/import-loops.py`) and
+//! the invariants. Where to look first:
+//!
+//! - the delivery lease: [`send::lease`] (its arithmetic) and [`send::queue`] (claim, settle by
+//!   fencing token); trigger leases: [`poll::state`];
+//! - egress: [`send::egress`] (which addresses) and [`send::client`] (the one outbound client);
+//! - statements not scoped to a workspace: `Store::begin_unscoped` in [`store`] (migrations, the
+//!   trigger lease, the delivery claim, the idle sender's next-due read).
 
 /// Backtests: what a rule would have done over the last N days.
 pub mod backtest;
@@ -7,10 +16,10 @@ pub mod backtest;
 pub mod cadence;
 /// The one clock type; tests and `--now` fix it.
 pub mod clock;
+/// Rowfire's own settings, read from the environment in this one module.
+pub mod config;
 /// The definitions file: parsing and validation with every problem reported at once.
 pub mod definitions;
-/// Deliveries: rendered requests written with their fire; the Demo inbox; the catalogue.
-pub mod deliver;
 /// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
 /// `why RULE KEY`: a key's fires and the fate of its recent rows.
@@ -21,21 +30,29 @@ pub mod fixture;
 pub mod integrations;
 /// The fire ledger: exactly-once claims.
 pub mod ledger;
-/// The poller: trigger state (watermarks, leases).
+/// The outbox: deliveries rendered and written with their fire; the Demo inbox.
+pub mod outbox;
+/// The poller: lease a trigger, read its window, claim fires; trigger state (watermarks, leases).
 pub mod poll;
+/// `push`: store definitions as the next version and reconcile trigger and rule state.
+pub mod push;
 /// Row values that keep their exact form.
 pub mod row;
 /// Rule state: modes and tombstones.
 pub mod rules;
 /// Secrets at rest: envelope encryption under the master key.
 pub mod secret;
+/// Sending: claim under a lease, build the request, egress check, the one client, judge, settle.
+pub mod send;
 /// Read-only sources and paged window reads.
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.
 pub mod sql_guard;
-/// The control plane database: open, migrate, workspace-scoped transactions.
+/// The control plane database: open, migrate, workspace-scoped (and the few unscoped) transactions.
 pub mod store;
 /// `{{ name }}` templates, substitution only.
 pub mod template;
 /// Checking definitions against live sources.
 pub mod validation;
+/// The worker: pollers and senders assembled from configuration, run until shutdown.
+pub mod worker;

@@ -91,15 +91,6 @@ impl MasterKey {
         })
     }
 
-    /// The master key from `ROWFIRE_MASTER_KEY`.
-    pub fn from_env() -> Result<MasterKey, SecretError> {
-        let text = std::env::var(MASTER_KEY_ENV)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .ok_or(SecretError::MissingMasterKey)?;
-        MasterKey::parse(&text)
-    }
-
     /// The key's id, stored with every secret it seals.
     pub fn id(&self) -> &str {
         &self.id
@@ -217,7 +208,7 @@ pub async fn put_file_url(
     now: jiff::Timestamp,
 ) -> Result<(), StoredSecretError> {
     use crate::store::{DbTime, execute};
-    if crate::source::dialect_of(url) != Some(crate::sql_guard::Dialect::Sqlite) {
+    if crate::sql_guard::dialect_of(url) != Some(crate::sql_guard::Dialect::Sqlite) {
         return Err(StoredSecretError::NotAFileUrl);
     }
     let owner = format!("source:{source}");
@@ -278,7 +269,7 @@ pub async fn file_urls(
         .filter_map(|(owner, url)| {
             let name = owner.strip_prefix("source:")?.to_string();
             // Admit only what put_file_url writes, whatever else the row was changed to.
-            (crate::source::dialect_of(&url) == Some(crate::sql_guard::Dialect::Sqlite))
+            (crate::sql_guard::dialect_of(&url) == Some(crate::sql_guard::Dialect::Sqlite))
                 .then_some((name, url))
         })
         .collect())
@@ -394,6 +385,11 @@ pub async fn open_all(
             Ok((name, plain))
         })
         .collect()
+}
+
+/// The owner under which an integration's credentials are stored.
+pub fn integration_owner(name: &str) -> String {
+    format!("integration:{name}")
 }
 
 #[cfg(test)]

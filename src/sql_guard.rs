@@ -23,6 +23,16 @@ pub enum Dialect {
     Sqlite,
 }
 
+/// The engine a DSN names, from its scheme.
+pub fn dialect_of(dsn: &str) -> Option<Dialect> {
+    let scheme = dsn.split(':').next()?.to_ascii_lowercase();
+    match scheme.as_str() {
+        "postgres" | "postgresql" => Some(Dialect::Postgres),
+        "sqlite" => Some(Dialect::Sqlite),
+        _ => None,
+    }
+}
+
 impl Dialect {
     fn parser_dialect(self) -> Box<dyn SqlDialect> {
         match self {

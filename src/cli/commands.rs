@@ -1,10 +1,225 @@
-//! The subcommands' arguments (`rowfire integrations …`, `sources …`, `deliveries …`,
-//! `fixture …`), parsed by clap in `main.rs`.
+//! The commands' arguments (`rowfire …`, and the subcommands of `integrations`, `sources`,
+//! `deliveries` and `fixture`), parsed by clap in `main.rs`, and the parsers that bound every
+//! number where it enters.
+
+use std::path::PathBuf;
 
 use clap::Subcommand;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::parse_now;
+/// Rowfire's commands.
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// Create a sample database and definitions in DIR and print a backtest headline per rule.
+    ///
+    /// Example: rowfire demo --dir rowfire-demo
+    Demo {
+        /// Where to put the sample database and definitions.
+        #[arg(long, default_value = "rowfire-demo")]
+        dir: PathBuf,
+        /// Place the sample data relative to this instant (RFC 3339 or YYYY-MM-DD); default now.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<Timestamp>,
+        /// Poll once and exit instead of running the worker until ctrl-c.
+        #[arg(long)]
+        once: bool,
+    },
+    /// Check a definitions file: every problem at once, with its path. With a source's DSN in the
+    /// environment, also check each trigger's columns against the source.
+    ///
+    /// Example: rowfire validate examples/saas/definitions.yaml
+    Validate {
+        /// The definitions file.
+        file: PathBuf,
+    },
+    /// Show the SQL a trigger runs, in its source's dialect, with the window's literals.
+    ///
+    /// Example: rowfire explain declined_charge -f examples/saas/definitions.yaml
+    Explain {
+        /// The trigger.
+        trigger: String,
+        /// The definitions file.
+        #[arg(short, long)]
+        file: PathBuf,
+        /// Window length in days, ending now (at most 3650).
+        #[arg(long, default_value_t = 1, value_parser = parse_days)]
+        days: u32,
+        /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<Timestamp>,
+    },
+    /// What a rule would have done over the last N days (a floor, not a replay).
+    ///
+    /// Example: rowfire backtest billing_ticket -f examples/saas/definitions.yaml --days 120
+    Backtest {
+        /// The rule.
+        rule: String,
+        /// The definitions file.
+        #[arg(short, long)]
+        file: PathBuf,
+        /// Days back from now (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
+        days: u32,
+        /// Sample fires to show, spread across the window.
+        #[arg(long, default_value_t = 5, value_parser = parse_sample)]
+        sample: usize,
+        /// The end of the window (RFC 3339 or YYYY-MM-DD); default now.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<Timestamp>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The sample database.
+    #[command(subcommand)]
+    Fixture(FixtureCommand),
+    /// Create or upgrade the control plane's tables (ROWFIRE_DATABASE_URL, default sqlite://rowfire.db).
+    ///
+    /// Example: ROWFIRE_DATABASE_URL=postgres://rowfire@127.0.0.1/rowfire rowfire migrate
+    Migrate,
+    /// Store a definitions file as the next version and reconcile trigger and rule state.
+    ///
+    /// New triggers start at now (history never fires); new rules and rules whose meaning changed
+    /// start in shadow; removed rules become tombstones that keep their ledger.
+    /// Example: rowfire push -f examples/saas/definitions.yaml
+    Push {
+        /// The definitions file.
+        #[arg(short, long)]
+        file: PathBuf,
+    },
+    /// Print the definitions in force, byte for byte.
+    ///
+    /// Example: rowfire pull --version 3 > definitions.yaml
+    Pull {
+        /// An older version instead of the one in force.
+        #[arg(long)]
+        version: Option<i64>,
+    },
+    /// List the triggers and rules in force, with each rule's mode and cadence.
+    ///
+    /// Example: rowfire list
+    List,
+    /// Show the workspace's state: halted or running, watermarks, next polls, last errors, modes.
+    ///
+    /// Example: rowfire status
+    Status,
+    /// Switch a rule to live: its fires are sent for real.
+    ///
+    /// Example: rowfire promote billing_ticket
+    Promote {
+        /// The rule.
+        rule: String,
+    },
+    /// Switch a rule back to shadow: its fires are recorded, nothing is sent.
+    ///
+    /// Example: rowfire demote billing_ticket
+    Demote {
+        /// The rule.
+        rule: String,
+    },
+    /// Halt the workspace: nothing is sent and watermarks stop until `resume`.
+    ///
+    /// Example: rowfire halt "billing outage, investigating"
+    Halt {
+        /// Why, for the people who will see it.
+        #[arg(required = true, num_args = 1..)]
+        reason: Vec<String>,
+    },
+    /// Poll due triggers, claim their fires, and send their deliveries.
+    ///
+    /// `--once` polls every due trigger once and prints `TRIGGER: matched=N fired=X already=Y`
+    /// (rows: `fired + already = matched`) and one line per rule (that rule's fires), then sends
+    /// what is due and prints `deliveries: …`. With nothing due it says when each trigger next
+    /// is (`--due-now` polls them all now); a failed poll makes it exit non-zero. Without it, the
+    /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
+    /// workers may share one PostgreSQL control plane. Outbound requests go only to public
+    /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
+    ///
+    /// Example: rowfire worker --once
+    Worker {
+        /// Poll every due trigger once, send what is due, print what happened, and exit
+        /// (non-zero when a poll failed).
+        #[arg(long)]
+        once: bool,
+        /// With --once: make every trigger due now first, whatever its next-due time.
+        #[arg(long, requires = "once")]
+        due_now: bool,
+        /// Pollers and senders in this process (1 to 64).
+        #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
+        concurrency: usize,
+        /// Do not LISTEN for work (for connection poolers): idle senders look every second.
+        #[arg(long)]
+        poll_only: bool,
+        /// How long a claimed delivery is held before another worker may take it over (a
+        /// worker that dies mid-send delays its deliveries by at most this).
+        #[arg(long, default_value = "60s", value_parser = parse_lease)]
+        delivery_lease: jiff::SignedDuration,
+    },
+    /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
+    /// re-sends).
+    ///
+    /// Example: rowfire rewind declined_charge --days 7
+    Rewind {
+        /// The trigger.
+        trigger: String,
+        /// How many days back from now (at most 3650).
+        #[arg(long, value_parser = parse_days)]
+        days: u32,
+    },
+    /// Explain a key: its fires (buckets, modes, polls) and, for its recent rows that did not
+    /// fire, which earlier fire took their bucket.
+    ///
+    /// Example: rowfire why billing_ticket acct_012 --days 30
+    Why {
+        /// The rule.
+        rule: String,
+        /// The key: a value, or a JSON array for a key of several columns.
+        key: String,
+        /// Days of rows to look at (at most 3650).
+        #[arg(long, default_value_t = 30, value_parser = parse_days)]
+        days: u32,
+    },
+    /// List deliveries, newest first, or show one.
+    ///
+    /// Example: rowfire deliveries --rule billing_ticket --status failed
+    Deliveries {
+        /// Show one delivery in full.
+        #[command(subcommand)]
+        show: Option<DeliveriesCommand>,
+        /// Only this rule's deliveries.
+        #[arg(long)]
+        rule: Option<String>,
+        /// Only deliveries in this state (pending, sent, suppressed, failed, dead, …).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many (up to 10000).
+        #[arg(long, default_value_t = 50, value_parser = parse_limit)]
+        limit: i64,
+    },
+    /// Integrations: list them, browse the catalogue, add one, set a credential, enable one that
+    /// a 410 disabled, or send one action once with a sample row.
+    ///
+    /// Example: rowfire integrations set-credential alerts token --from-env SLACK_BOT_TOKEN
+    Integrations {
+        #[command(subcommand)]
+        command: Option<IntegrationsCommand>,
+    },
+    /// Sources: list where each source's DSN comes from, or store one encrypted.
+    ///
+    /// Example: rowfire sources add billing --url-env BILLING_DATABASE_URL
+    Sources {
+        #[command(subcommand)]
+        command: Option<SourcesCommand>,
+    },
+    /// Print a new master key for ROWFIRE_MASTER_KEY (secrets are sealed under it).
+    ///
+    /// Example: rowfire keygen
+    Keygen,
+    /// Resume a halted workspace; rows that arrived meanwhile are evaluated.
+    ///
+    /// Example: rowfire resume
+    Resume,
+}
 
 #[derive(Subcommand)]
 pub(crate) enum IntegrationsCommand {
@@ -230,4 +445,22 @@ pub(crate) fn parse_lease(s: &str) -> Result<SignedDuration, String> {
         ));
     }
     Ok(lease)
+}
+
+/// `--now`: an instant from 1970 to 9000 (so that ten years back and the sample's weeks ahead
+/// stay inside the range the control plane stores).
+pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
+    let at = rowfire::row::parse_timestamp(s).ok_or_else(|| {
+        format!("\"{s}\" is not a time; use RFC 3339 (2026-11-29T12:00:00Z) or a date (2026-11-29)")
+    })?;
+    let (earliest, latest) = (
+        Timestamp::UNIX_EPOCH,
+        Timestamp::constant(221_845_392_000, 0),
+    );
+    if !(earliest..=latest).contains(&at) {
+        return Err(format!(
+            "{at} is out of range; give a time from {earliest} to {latest}"
+        ));
+    }
+    Ok(at)
 }

@@ -1,28 +1,64 @@
-//! `rowfire integrations`, `rowfire sources` and `rowfire deliveries show`: printing what the
-//! library returns. Credential values are read from the environment or standard input, never
-//! from the command line, and are never printed.
+//! `rowfire integrations`: list, catalogue, add, set a credential, enable, disable, test.
+//! Credential values are read from the environment or standard input, never from the command
+//! line, and are never printed.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
-use jiff::Timestamp;
+use rowfire::config::Config;
+use rowfire::definitions::catalog;
 use rowfire::definitions::{Binding, Definitions, versions};
-use rowfire::deliver::catalog;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::outcome::{AttemptResult, Verdict};
-use rowfire::deliver::queue;
-use rowfire::deliver::request::try_action;
 use rowfire::integrations;
-use rowfire::secret::{self, MasterKey};
+use rowfire::secret;
+use rowfire::send::client::Client;
+use rowfire::send::outcome::{AttemptResult, Verdict};
+use rowfire::send::request::try_action;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
-async fn in_force(store: &Store) -> Result<(i64, Definitions)> {
-    versions::in_force(store, WS).await?.ok_or_else(|| {
-        anyhow!("nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`")
-    })
+use super::commands::IntegrationsCommand;
+use super::{NOTHING_PUSHED, now, open_store};
+
+/// `rowfire integrations …`.
+pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -> Result<ExitCode> {
+    let store = &open_store(config).await?;
+    match command.unwrap_or(IntegrationsCommand::List) {
+        IntegrationsCommand::List => list(store).await,
+        IntegrationsCommand::Catalog => Ok(catalog()),
+        IntegrationsCommand::Add {
+            name,
+            catalog,
+            from,
+            base_url,
+        } => {
+            let (entry, url) = (catalog.as_deref(), base_url.as_deref());
+            add(store, &name, entry, url, from.as_deref()).await
+        }
+        IntegrationsCommand::SetCredential {
+            name,
+            credential,
+            from_env,
+        } => set_credential(config, store, &name, &credential, from_env.as_deref()).await,
+        IntegrationsCommand::Enable { name } => enable(store, &name).await,
+        IntegrationsCommand::Disable { name, reason } => {
+            disable(store, &name, &reason.join(" ")).await
+        }
+        IntegrationsCommand::Test {
+            name,
+            action,
+            row,
+            params,
+            recipient,
+        } => test(config, store, &name, &action, &row, &params, recipient).await,
+    }
+}
+
+/// The definitions in force, or an error saying nothing was pushed.
+pub(crate) async fn in_force(store: &Store) -> Result<(i64, Definitions)> {
+    versions::in_force(store, WS)
+        .await?
+        .ok_or_else(|| anyhow!("{NOTHING_PUSHED}"))
 }
 
 fn action_names(spec: &catalog::Integration) -> String {
@@ -37,7 +73,7 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
         println!("no integrations; add one with `rowfire integrations add NAME --catalog slack`");
     }
     for i in &defs.integrations {
-        let stored = secret::names(store, WS, &integrations::secret_owner(&i.name)).await?;
+        let stored = secret::names(store, WS, &secret::integration_owner(&i.name)).await?;
         let creds: Vec<String> = i
             .spec
             .credentials()
@@ -57,7 +93,7 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
                 s.disabled_reason.as_deref().unwrap_or("no reason"),
                 i.name
             ),
-            Some(s) if s.paused_until.is_some_and(|p| p > Timestamp::now()) => {
+            Some(s) if s.paused_until.is_some_and(|p| p > now()) => {
                 format!("paused until {}", s.paused_until.unwrap())
             }
             _ => "enabled".into(),
@@ -107,12 +143,15 @@ pub(crate) async fn add(
         (Some(entry), None) => {
             let mut pairs = vec![("catalog", entry)];
             pairs.extend(base_url.map(|u| ("base_url", u)));
-            integrations::settings(&pairs)
+            rowfire::definitions::edit::settings(&pairs)
         }
         (None, Some(file)) => {
             let text = rowfire::definitions::read_file(file).map_err(|e| anyhow!(e.to_string()))?;
             match base_url {
-                Some(u) => format!("{text}\n{}", integrations::settings(&[("base_url", u)])),
+                Some(u) => format!(
+                    "{text}\n{}",
+                    rowfire::definitions::edit::settings(&[("base_url", u)])
+                ),
                 None => text,
             }
         }
@@ -120,10 +159,10 @@ pub(crate) async fn add(
             "give either --catalog ENTRY or --from FILE (a custom integration: base_url, auth, actions)"
         ),
     };
-    let text =
-        integrations::add_to_document(&current.document, name, &entry).map_err(|e| anyhow!(e))?;
-    let summary = versions::push(store, WS, &text, Timestamp::now()).await?;
-    crate::cli::print_push(&summary);
+    let text = rowfire::definitions::edit::add_to_document(&current.document, name, &entry)
+        .map_err(|e| anyhow!(e))?;
+    let summary = rowfire::push::push(store, WS, &text, now()).await?;
+    super::definitions::print_push(&summary);
     let defs = rowfire::definitions::parse(&text).map_err(|e| anyhow!(e.to_string()))?;
     let needs = defs
         .integration(name)
@@ -137,7 +176,7 @@ pub(crate) async fn add(
 }
 
 /// Reads a secret's value from `env` or, without it, from standard input (one line).
-fn secret_value(env: Option<&str>) -> Result<String> {
+pub(crate) fn secret_value(env: Option<&str>) -> Result<String> {
     let value = match env {
         Some(var) => {
             std::env::var(var).map_err(|_| anyhow!("the environment variable {var} is not set"))?
@@ -159,6 +198,7 @@ fn secret_value(env: Option<&str>) -> Result<String> {
 
 /// `rowfire integrations set-credential`.
 pub(crate) async fn set_credential(
+    config: &Config,
     store: &Store,
     name: &str,
     credential: &str,
@@ -179,19 +219,19 @@ pub(crate) async fn set_credential(
             }
         );
     }
-    let key = MasterKey::from_env()?;
+    let key = config.master_key.clone()?;
     let value = secret_value(from_env)?;
     if credential.starts_with("signing_secret") {
-        rowfire::deliver::webhook::parse_secret(&value)?;
+        rowfire::send::webhook::parse_secret(&value)?;
     }
     secret::put(
         store,
         &key,
         WS,
-        &integrations::secret_owner(name),
+        &secret::integration_owner(name),
         credential,
         &value,
-        Timestamp::now(),
+        now(),
     )
     .await?;
     println!(
@@ -212,7 +252,7 @@ pub(crate) async fn disable(store: &Store, name: &str, reason: &str) -> Result<E
     } else {
         format!("disabled by hand: {reason}")
     };
-    integrations::disable(store, WS, name, &reason, Timestamp::now()).await?;
+    integrations::disable(store, WS, name, &reason, now()).await?;
     println!("{name} is disabled; its deliveries wait until `rowfire integrations enable {name}`");
     Ok(ExitCode::SUCCESS)
 }
@@ -229,6 +269,7 @@ pub(crate) async fn enable(store: &Store, name: &str) -> Result<ExitCode> {
 
 /// `rowfire integrations test`: renders one action against a sample row and sends it once.
 pub(crate) async fn test(
+    config: &Config,
     store: &Store,
     name: &str,
     action: &str,
@@ -261,8 +302,8 @@ pub(crate) async fn test(
         params: given,
         recipient,
     };
-    let key = MasterKey::from_env().ok();
-    let client = Client::new(Policy::from_env().map_err(|e| anyhow!(e))?);
+    let key = config.master_key.clone().ok();
+    let client = Client::new(config.egress.clone().map_err(|e| anyhow!(e))?);
     let tried = try_action(
         store,
         WS,
@@ -271,7 +312,7 @@ pub(crate) async fn test(
         &row,
         key.as_ref(),
         &client,
-        Timestamp::now(),
+        now(),
     )
     .await?;
     println!("{} {}", tried.request.method, tried.request.url);
@@ -295,154 +336,4 @@ pub(crate) async fn test(
         AttemptResult::Refused(e) => bail!("refused by the egress check: {e}"),
         AttemptResult::Invalid(e) => bail!("the request cannot be sent as rendered: {e}"),
     }
-}
-
-/// `rowfire sources`: each source in force and where its DSN comes from.
-pub(crate) async fn sources(store: &Store) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
-    let files = secret::file_urls(store, WS).await?;
-    for s in &defs.sources {
-        let stored = secret::names(store, WS, &source_owner(&s.name))
-            .await?
-            .iter()
-            .any(|n| n == "dsn");
-        let from = if stored {
-            "stored DSN (encrypted)".to_string()
-        } else if files.contains_key(&s.name) {
-            "stored SQLite file URL (no credential, not encrypted)".to_string()
-        } else if !s.declared {
-            format!(
-                "not declared in the definitions and NOT STORED; `rowfire sources add {} --url-env VAR`",
-                s.name
-            )
-        } else if std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty()) {
-            format!("${} (set)", s.dsn_env)
-        } else {
-            format!(
-                "${} (NOT SET; or `rowfire sources add {} --url-env VAR`)",
-                s.dsn_env, s.name
-            )
-        };
-        println!("{}  {from}", s.name);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn source_owner(name: &str) -> String {
-    format!("source:{name}")
-}
-
-/// `rowfire sources add NAME --url-env VAR`: stores a source's DSN encrypted.
-/// Without a master key, a SQLite file's URL (no credential) is stored as it is.
-pub(crate) async fn add_source(store: &Store, name: &str, url_env: &str) -> Result<ExitCode> {
-    let dsn = secret_value(Some(url_env))?;
-    let Some(dialect) = rowfire::source::dialect_of(&dsn) else {
-        bail!("{url_env} does not hold a postgres:// or sqlite: URL");
-    };
-    let key = match MasterKey::from_env() {
-        Ok(key) => key,
-        Err(rowfire::secret::SecretError::MissingMasterKey)
-            if dialect == rowfire::sql_guard::Dialect::Sqlite =>
-        {
-            secret::put_file_url(store, WS, name, &dsn, Timestamp::now()).await?;
-            println!(
-                "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); workers read it at start"
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    secret::put(
-        store,
-        &key,
-        WS,
-        &source_owner(name),
-        "dsn",
-        &dsn,
-        Timestamp::now(),
-    )
-    .await?;
-    println!(
-        "stored source {name}'s DSN (encrypted under master key {}); workers read it at start",
-        key.id()
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The DSN resolver for workers: stored DSNs first, then environment variables. Without a master
-/// key, stored DSNs are skipped with a warning (environment variables still work).
-pub(crate) async fn dsn_resolver(store: &Store) -> Result<rowfire::poll::DsnResolver> {
-    let mut stored = secret::file_urls(store, WS).await?;
-    match MasterKey::from_env() {
-        Ok(key) => stored.extend(secret::open_named(store, &key, WS, "source:", "dsn").await?),
-        Err(e) => {
-            tracing::debug!(error = %e, "no master key: stored source DSNs are not read");
-        }
-    };
-    Ok(rowfire::poll::stored_or_env_dsn(stored))
-}
-
-/// `rowfire deliveries show ID`: the recorded request (never credentials) and every attempt.
-pub(crate) async fn show_delivery(store: &Store, id: i64) -> Result<ExitCode> {
-    let filter = rowfire::deliver::Filter {
-        id: Some(id),
-        ..Default::default()
-    };
-    let mut tx = store.begin(WS).await?;
-    let found = rowfire::deliver::list(&mut tx, WS, &filter).await?;
-    tx.rollback().await?;
-    let Some(d) = found.first() else {
-        bail!("there is no delivery {id}")
-    };
-    println!(
-        "delivery {}  (fire {}, rule {}, {})",
-        d.id, d.fire_id, d.rule, d.mode
-    );
-    println!("  action     {}", d.action);
-    println!("  recipient  {}", d.recipient.as_deref().unwrap_or("-"));
-    let reason = d
-        .reason
-        .as_deref()
-        .map(|r| format!(" ({r})"))
-        .unwrap_or_default();
-    println!("  status     {}{reason}", d.status);
-    println!("  due        {}", d.due_at);
-    if let Some(sent) = d.sent_at {
-        println!("  sent       {sent}");
-    }
-    match &d.request {
-        Some((method, url)) => println!("  request    {method} {url}"),
-        None => println!("  request    (not rendered)"),
-    }
-    if let Some(h) = d.headers.as_deref().filter(|h| *h != "{}") {
-        println!("  headers    {h}  (authentication is added when sending, never stored)");
-    }
-    let body = d
-        .body
-        .as_deref()
-        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok());
-    if let Some(b) = body {
-        println!("  body\n{}", serde_json::to_string_pretty(&b)?);
-    }
-    let attempts = queue::attempts(store, WS, id).await?;
-    println!("  attempts   {}", attempts.len());
-    for (n, a) in attempts.iter().enumerate() {
-        let status = a.status_code.map_or("-".to_string(), |s| s.to_string());
-        let class = a.error_class.unwrap_or("ok");
-        let response: String = a
-            .response
-            .as_deref()
-            .unwrap_or("")
-            .chars()
-            .take(120)
-            .collect();
-        println!(
-            "    {}. {}  {status:>3}  {class:<11} {:>5} ms  {}",
-            n + 1,
-            a.started_at,
-            a.latency_ms,
-            response.replace('\n', " ")
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -13,64 +13,10 @@ pub(super) struct Cx {
     pub(super) problems: Vec<Problem>,
 }
 
-const TOP_KEYS: &[&str] = &[
-    "version",
-    "source",
-    "sources",
-    "integrations",
-    "triggers",
-    "rules",
-];
-const INTEGRATION_KEYS: &[&str] = &[
-    "catalog",
-    "description",
-    "base_url",
-    "auth",
-    "signing",
-    "timeout_ms",
-    "rate_limit",
-    "actions",
-];
-const BINDING_KEYS: &[&str] = &["action", "params", "recipient"];
-const SOURCE_KEYS: &[&str] = &[
-    "type",
-    "dsn_env",
-    "statement_timeout_ms",
-    "max_rows",
-    "allow_functions",
-];
-const TRIGGER_KEYS: &[&str] = &[
-    "description",
-    "source",
-    "sql",
-    "event_time",
-    "key",
-    "occurrence",
-    "poll_interval",
-    "lookback",
-];
-const RULE_KEYS: &[&str] = &[
-    "trigger",
-    "description",
-    "policy",
-    "period",
-    "n",
-    "timezone",
-    "anchor",
-    "actions",
-    "expire_after",
-    "frequency_cap",
-];
-const ANCHOR_KEYS: &[&str] = &[
-    "column",
-    "lead",
-    "lead_column",
-    "look_ahead",
-    "grace",
-    "recheck",
-];
-
 mod rule;
+mod words;
+
+use words::*;
 
 impl Cx {
     fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
@@ -514,49 +460,5 @@ impl Cx {
             poll_interval,
             lookback,
         })
-    }
-}
-
-fn default_source(name: &str) -> SourceDef {
-    SourceDef {
-        name: name.to_string(),
-        kind: None,
-        dsn_env: "DATABASE_URL".to_string(),
-        statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
-        page_size: DEFAULT_PAGE_SIZE,
-        declared: true,
-        allow_functions: Vec::new(),
-    }
-}
-
-/// A duration such as `90s`, `10m`, `1h30m`, or whole days such as `7d`.
-fn parse_duration(s: &str) -> Option<SignedDuration> {
-    let t = s.trim();
-    if let Some(days) = t.strip_suffix('d')
-        && !days.is_empty()
-        && days.bytes().all(|b| b.is_ascii_digit())
-    {
-        let days: i64 = days.parse().ok()?;
-        return days.checked_mul(86_400).map(SignedDuration::from_secs);
-    }
-    t.parse().ok()
-}
-
-fn valid_name(name: &str) -> bool {
-    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-fn yaml_text(v: &Yaml) -> String {
-    match v {
-        Yaml::Null => "nothing".into(),
-        Yaml::Bool(b) => b.to_string(),
-        Yaml::Number(n) => n.to_string(),
-        Yaml::String(s) => format!("\"{s}\""),
-        Yaml::Sequence(_) => "a list".into(),
-        Yaml::Mapping(_) => "a mapping".into(),
-        Yaml::Tagged(t) => format!("a tagged value {}", t.tag),
     }
 }

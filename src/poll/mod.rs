@@ -487,7 +487,7 @@ impl Poller {
                 for (fire_id, i) in &claimed.fires {
                     let row = &page[range.start + i];
 
-                    queued += crate::deliver::enqueue(
+                    queued += crate::outbox::enqueue(
                         &mut tx,
                         &lease.workspace,
                         defs,
@@ -503,7 +503,7 @@ impl Poller {
                 }
             }
             if queued > queued_before {
-                crate::deliver::queue::announce(&mut tx)
+                crate::outbox::announce(&mut tx)
                     .await
                     .map_err(|e| self.store.error(e))?;
             }

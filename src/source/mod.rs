@@ -195,15 +195,8 @@ enum Pool {
     Sqlite(SqlitePool),
 }
 
-/// The engine a DSN names, from its scheme.
-pub fn dialect_of(dsn: &str) -> Option<Dialect> {
-    let scheme = dsn.split(':').next()?.to_ascii_lowercase();
-    match scheme.as_str() {
-        "postgres" | "postgresql" => Some(Dialect::Postgres),
-        "sqlite" => Some(Dialect::Sqlite),
-        _ => None,
-    }
-}
+/// The engine a DSN names, from its scheme (kept with [`Dialect`] in the guard).
+pub use crate::sql_guard::dialect_of;
 
 impl Source {
     /// Connects to the source `def` describes, reading its DSN from the environment.

@@ -16,8 +16,7 @@ use sqlx::{AssertSqlSafe, PgPool, Postgres, Row as _, Sqlite, SqlitePool};
 
 pub use time::{DbTime, earlier, later};
 
-use crate::source::dialect_of;
-use crate::sql_guard::Dialect;
+use crate::sql_guard::{Dialect, dialect_of};
 
 /// The environment variable naming the control plane.
 pub const DATABASE_URL_ENV: &str = "ROWFIRE_DATABASE_URL";
@@ -183,14 +182,6 @@ macro_rules! execute {
 pub(crate) use {execute, fetch_all};
 
 impl Store {
-    /// Opens the control plane named by `ROWFIRE_DATABASE_URL` (default `sqlite://rowfire.db`).
-    pub async fn from_env() -> Result<Store, StoreError> {
-        let url = std::env::var(DATABASE_URL_ENV)
-            .ok()
-            .filter(|u| !u.is_empty());
-        Store::open(url.as_deref().unwrap_or(DEFAULT_DATABASE_URL)).await
-    }
-
     /// Opens a control plane; a SQLite file is created if missing.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         match dialect_of(url).ok_or(StoreError::BadUrl)? {

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, versions};
+use rowfire::definitions;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::poll::{self, PollStatus, Poller};
+use rowfire::push;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{AssertSqlSafe, Connection};
 
@@ -330,7 +331,7 @@ async fn an_out_of_range_stored_watermark_fails_its_trigger_with_advice_until_re
     sample_source(&sample.url, 10_000).await;
     let store = Store::open(url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     plant_watermark(url, "declined_charge").await;
@@ -408,7 +409,7 @@ async fn an_out_of_range_stored_watermark_fails_its_trigger_with_advice_until_re
     plant_watermark(url, "declined_charge").await;
     assert!(state("declined_charge").await.problem.is_some());
     let later = now() + SignedDuration::from_mins(5);
-    let summary = versions::push(&store, WS, SAMPLE_DEFINITIONS, later)
+    let summary = push::push(&store, WS, SAMPLE_DEFINITIONS, later)
         .await
         .unwrap();
     assert!(summary.unchanged);

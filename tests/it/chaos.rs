@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::sender::{self, Sender};
 use rowfire::secret::MasterKey;
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::sender::{self, Sender};
 use rowfire::store::Store;
 use sqlx::{Connection, PgConnection, Row};
 

@@ -1,9 +1,10 @@
 //! The control plane behaves the same on SQLite and PostgreSQL: one conformance suite, two engines.
 
 use jiff::{SignedDuration, Timestamp};
-use rowfire::definitions::versions::{self, PushError};
+use rowfire::definitions::versions;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::poll;
+use rowfire::push::{self, PushError};
 use rowfire::rules::{self, Mode, ModeError};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store, StoreError, workspace};
 
@@ -46,13 +47,13 @@ on_both_engines!(
 async fn push_stores_versions_and_pull_returns_them_byte_for_byte(url: &str) {
     let store = migrated(url).await;
     assert_eq!(versions::get(&store, WS, None).await.unwrap(), None);
-    let first = versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    let first = push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     assert_eq!((first.version, first.unchanged), (1, false));
     assert_eq!(first.new_triggers.len(), 5);
     assert_eq!(first.new_rules.len(), 6);
-    let again = versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    let again = push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     assert_eq!(
@@ -63,7 +64,7 @@ async fn push_stores_versions_and_pull_returns_them_byte_for_byte(url: &str) {
 
     let edited =
         format!("{SAMPLE_DEFINITIONS}\n# a comment is a new version, but changes no rule\n");
-    let second = versions::push(&store, WS, &edited, now()).await.unwrap();
+    let second = push::push(&store, WS, &edited, now()).await.unwrap();
     assert_eq!(second.version, 2);
     assert!(
         second.new_rules.is_empty()
@@ -83,7 +84,7 @@ async fn push_stores_versions_and_pull_returns_them_byte_for_byte(url: &str) {
     assert_eq!(v1.pushed_at, now());
     assert_eq!(versions::get(&store, WS, Some(9)).await.unwrap(), None);
 
-    let broken = versions::push(
+    let broken = push::push(
         &store,
         WS,
         "version: 2\nrules: { x: { trigger: nope, policy: once_ever } }\n",
@@ -108,7 +109,7 @@ on_both_engines!(
 
 async fn a_new_trigger_starts_at_now_so_history_never_fires(url: &str) {
     let store = migrated(url).await;
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     let later = now() + SignedDuration::from_hours(1);
@@ -116,7 +117,7 @@ async fn a_new_trigger_starts_at_now_so_history_never_fires(url: &str) {
         "  meeting_changed:\n",
         "  trial_started:\n    sql: SELECT id, account_id, started_at FROM trials\n    event_time: started_at\n    key: [account_id]\n\n  meeting_changed:\n",
     );
-    let summary = versions::push(&store, WS, &with_new, later).await.unwrap();
+    let summary = push::push(&store, WS, &with_new, later).await.unwrap();
     assert_eq!(summary.new_triggers, vec!["trial_started"]);
     let states = poll::list(&store, WS).await.unwrap();
     let state = |name: &str| states.iter().find(|s| s.trigger == name).unwrap().clone();
@@ -128,7 +129,7 @@ async fn a_new_trigger_starts_at_now_so_history_never_fires(url: &str) {
         "an existing trigger keeps its watermark"
     );
 
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, later)
+    push::push(&store, WS, SAMPLE_DEFINITIONS, later)
         .await
         .unwrap();
     let removed = poll::list(&store, WS).await.unwrap();
@@ -154,7 +155,7 @@ async fn mode_of(store: &Store, rule: &str) -> (Mode, Option<Timestamp>) {
 
 async fn editing_one_rules_cadence_demotes_that_rule_only(url: &str) {
     let store = migrated(url).await;
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     for rule in ["billing_ticket", "billing_heads_up", "detractor_follow_up"] {
@@ -167,7 +168,7 @@ async fn editing_one_rules_cadence_demotes_that_rule_only(url: &str) {
     }
     // billing_heads_up goes from daily to weekly; nothing else changes meaning.
     let edited = SAMPLE_DEFINITIONS.replace("    period: day\n", "    period: week\n");
-    let summary = versions::push(&store, WS, &edited, now()).await.unwrap();
+    let summary = push::push(&store, WS, &edited, now()).await.unwrap();
     assert_eq!(summary.changed_rules, vec!["billing_heads_up"]);
     assert_eq!(mode_of(&store, "billing_heads_up").await.0, Mode::Shadow);
     assert_eq!(mode_of(&store, "billing_ticket").await.0, Mode::Live);
@@ -175,16 +176,14 @@ async fn editing_one_rules_cadence_demotes_that_rule_only(url: &str) {
 
     // Changing a trigger's SQL changes the meaning of every rule on it, and only those.
     let edited_sql = edited.replace("WHERE r.score <= 6", "WHERE r.score <= 5");
-    let summary = versions::push(&store, WS, &edited_sql, now())
-        .await
-        .unwrap();
+    let summary = push::push(&store, WS, &edited_sql, now()).await.unwrap();
     assert_eq!(summary.changed_rules, vec!["detractor_follow_up"]);
     assert_eq!(mode_of(&store, "billing_ticket").await.0, Mode::Live);
 
     // A description is not meaning.
     let described = edited_sql.replace("Open a billing ticket", "Open a ticket for billing");
     assert!(
-        versions::push(&store, WS, &described, now())
+        push::push(&store, WS, &described, now())
             .await
             .unwrap()
             .changed_rules
@@ -198,7 +197,7 @@ on_both_engines!(
 
 async fn a_removed_rule_becomes_a_tombstone_and_returns_in_shadow(url: &str) {
     let store = migrated(url).await;
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     rules::set_mode(&store, WS, "enterprise_announcement", Mode::Live, now())
@@ -216,7 +215,7 @@ async fn a_removed_rule_becomes_a_tombstone_and_returns_in_shadow(url: &str) {
         &SAMPLE_DEFINITIONS[end..]
     );
     let later = now() + SignedDuration::from_mins(5);
-    let summary = versions::push(&store, WS, &without, later).await.unwrap();
+    let summary = push::push(&store, WS, &without, later).await.unwrap();
     assert_eq!(summary.tombstoned_rules, vec!["enterprise_announcement"]);
     assert_eq!(
         mode_of(&store, "enterprise_announcement").await.1,
@@ -227,7 +226,7 @@ async fn a_removed_rule_becomes_a_tombstone_and_returns_in_shadow(url: &str) {
         .unwrap_err();
     assert!(matches!(err, ModeError::UnknownRule(_)));
 
-    let summary = versions::push(&store, WS, SAMPLE_DEFINITIONS, later)
+    let summary = push::push(&store, WS, SAMPLE_DEFINITIONS, later)
         .await
         .unwrap();
     assert_eq!(summary.new_rules, vec!["enterprise_announcement"]);

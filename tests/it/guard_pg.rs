@@ -7,8 +7,9 @@ use std::sync::Arc;
 use jiff::SignedDuration;
 use rowfire::backtest::{self, BacktestError, Options};
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, versions};
+use rowfire::definitions;
 use rowfire::poll::{self, PollStatus, Poller};
+use rowfire::push;
 use rowfire::source::{Source, SourceError};
 use rowfire::sql_guard::GuardError;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
@@ -230,7 +231,7 @@ async fn no_refused_shape_changes_anything_on_a_postgres_source_with_dblink_as_s
     let cp = TestSqlite::new();
     let store = Store::open(&cp.url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, &definitions_text(SAFE_SQL), now())
+    push::push(&store, WS, &definitions_text(SAFE_SQL), now())
         .await
         .unwrap();
     let clock = Clock::fixed(now());

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::definitions::versions;
-use rowfire::deliver::queue;
 use rowfire::fixture::{self, SAMPLE_DEFINITIONS};
 use rowfire::poll::{self, Poller};
+use rowfire::push;
 use rowfire::rules::{self, Mode};
+use rowfire::send::queue;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::support::{TestPg, TestSqlite, now};
@@ -50,7 +50,7 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
         "    catalog: demo_inbox\n",
         "    catalog: demo_inbox\n    base_url: http://127.0.0.1:9\n",
     );
-    versions::push(&store, WS, &doc, at).await.unwrap();
+    push::push(&store, WS, &doc, at).await.unwrap();
     for rule in ["billing_ticket", "billing_heads_up", "third_failed_payment"] {
         rules::set_mode(&store, WS, rule, Mode::Live, at)
             .await

@@ -29,3 +29,4 @@ mod sqlite_clocks;
 mod undeclared;
 mod url_safety;
 mod webhooks;
+mod worker;

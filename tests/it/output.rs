@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, versions};
+use rowfire::definitions;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::ledger;
 use rowfire::poll::{self, PollStatus, Poller};
+use rowfire::push;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::cli::{rowfire, text};
@@ -106,7 +107,7 @@ async fn a_trigger_line_counts_rows_so_fired_and_already_add_up_to_matched() {
     let cp = TestSqlite::new();
     let store = Store::open(&cp.url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, SAMPLE_DEFINITIONS, now())
+    push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();
     let days = SignedDuration::from_hours(24 * 120);
@@ -169,7 +170,7 @@ async fn why_prints_a_key_one_way_and_a_once_ever_bucket_as_once_ever() {
     let cp = TestSqlite::new();
     let store = Store::open(&cp.url).await.unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, &defs_text, now()).await.unwrap();
+    push::push(&store, WS, &defs_text, now()).await.unwrap();
     let days = SignedDuration::from_hours(24 * 120);
     assert!(
         poll::rewind(&store, WS, "meeting_changed", days, now())

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::outcome::RETRY_SCHEDULE;
-use rowfire::deliver::queue;
-use rowfire::deliver::sender::{self, Sender};
 use rowfire::poll::Poller;
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::outcome::RETRY_SCHEDULE;
+use rowfire::send::queue;
+use rowfire::send::sender::{self, Sender};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::receiver::{Receiver, Reply};
@@ -117,7 +117,7 @@ async fn after_the_last_retry_a_delivery_is_dead_with_every_attempt_kept_and_can
         RETRY_SCHEDULE.len(),
         "a dead delivery rests"
     );
-    rowfire::deliver::retry(&s.store, WS, d.id, now() + at)
+    rowfire::outbox::retry(&s.store, WS, d.id, now() + at)
         .await
         .unwrap();
     s.at(at).await;

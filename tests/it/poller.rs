@@ -7,10 +7,11 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use rowfire::backtest::{Outcome, Simulator};
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, versions};
+use rowfire::definitions;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::ledger;
 use rowfire::poll::{self, PollReport, PollStatus, Poller};
+use rowfire::push;
 use rowfire::rules::{self, Mode};
 use rowfire::source::Source;
 use rowfire::sql_guard::{Shape, Window};
@@ -34,9 +35,7 @@ impl World {
         sample_source(&sample.url, 10_000).await;
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        versions::push(&store, WS, definitions, now())
-            .await
-            .unwrap();
+        push::push(&store, WS, definitions, now()).await.unwrap();
         World {
             store,
             clock: Clock::fixed(now()),
@@ -388,9 +387,9 @@ on_both_engines!(
     promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow
 );
 
-async fn deliveries(w: &World) -> Vec<rowfire::deliver::Delivery> {
+async fn deliveries(w: &World) -> Vec<rowfire::outbox::Delivery> {
     let mut tx = w.store.begin(WS).await.unwrap();
-    let all = rowfire::deliver::list(&mut tx, WS, &Default::default())
+    let all = rowfire::outbox::list(&mut tx, WS, &Default::default())
         .await
         .unwrap();
     tx.rollback().await.unwrap();
@@ -460,7 +459,7 @@ async fn a_live_rule_delivers_rendered_requests_to_the_demo_inbox(url: &str) {
     );
     assert!(body["requester"].as_str().unwrap().starts_with("owner@"));
     let mut tx = w.store.begin(WS).await.unwrap();
-    let inbox = rowfire::deliver::inbox(&mut tx, WS, 10).await.unwrap();
+    let inbox = rowfire::outbox::inbox(&mut tx, WS, 10).await.unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0].0, "ticket");

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
-use rowfire::definitions::versions;
-use rowfire::deliver::queue::{self, Claimed, Settlement};
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::poll::{self, Poller};
+use rowfire::push;
 use rowfire::rules::{self, Mode};
+use rowfire::send::queue::{self, Claimed, Settlement};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::support::{TestSqlite, now, sample_source};
@@ -25,7 +25,7 @@ async fn pending_deliveries(control_plane: &str) -> (Store, usize) {
         "    catalog: demo_inbox\n",
         "    catalog: demo_inbox\n    base_url: http://127.0.0.1:9\n",
     );
-    versions::push(&store, WS, &doc, now()).await.unwrap();
+    push::push(&store, WS, &doc, now()).await.unwrap();
     for rule in ["billing_ticket", "billing_heads_up", "third_failed_payment"] {
         rules::set_mode(&store, WS, rule, Mode::Live, now())
             .await
@@ -178,7 +178,7 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
         reason: "400: bad request".into(),
     };
     assert!(queue::settle(&store, &first, &failed, now()).await.unwrap());
-    rowfire::deliver::retry(&store, WS, first.id, now())
+    rowfire::outbox::retry(&store, WS, first.id, now())
         .await
         .unwrap();
     let again = claim(&store, now() + SignedDuration::from_secs(1))
@@ -194,7 +194,7 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
             .await
             .unwrap()
     );
-    let err = rowfire::deliver::retry(&store, WS, first.id, now())
+    let err = rowfire::outbox::retry(&store, WS, first.id, now())
         .await
         .unwrap_err();
     assert!(
@@ -204,7 +204,7 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
     );
 
     let fires_before = fire_count(&store).await;
-    let pruned = rowfire::deliver::prune(&store, WS, now() + SignedDuration::from_hours(24 * 365))
+    let pruned = rowfire::outbox::prune(&store, WS, now() + SignedDuration::from_hours(24 * 365))
         .await
         .unwrap();
     assert_eq!(pruned, 1, "only the sent delivery was finished");
@@ -228,7 +228,7 @@ on_both_engines!(
 
 async fn delivery_count(store: &Store) -> usize {
     let mut tx = store.begin(WS).await.unwrap();
-    let all = rowfire::deliver::list(&mut tx, WS, &Default::default())
+    let all = rowfire::outbox::list(&mut tx, WS, &Default::default())
         .await
         .unwrap();
     tx.rollback().await.unwrap();

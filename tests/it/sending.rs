@@ -7,15 +7,15 @@ use std::time::Duration;
 use base64::Engine;
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
-use rowfire::definitions::versions;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::queue;
-use rowfire::deliver::sender::{self, Sender};
-use rowfire::deliver::{self, Filter};
+use rowfire::outbox::{self, Filter};
 use rowfire::poll::{self, Poller};
+use rowfire::push;
 use rowfire::rules::{self, Mode};
 use rowfire::secret::{self, MasterKey};
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::queue;
+use rowfire::send::sender::{self, Sender};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{Connection, SqliteConnection};
 
@@ -119,7 +119,7 @@ rules:
 /// Pushes the definitions to `store`, makes the rule live, rewinds the trigger an hour before
 /// `at` and stores the signing secret under a new master key, whose text it returns.
 pub async fn prepare(store: &Store, receiver: &str, opts: &Options, at: Timestamp) -> String {
-    versions::push(store, WS, &definitions(receiver, opts), at)
+    push::push(store, WS, &definitions(receiver, opts), at)
         .await
         .unwrap();
     rules::set_mode(store, WS, "welcome", Mode::Live, at)
@@ -196,15 +196,13 @@ impl Setup {
     }
 
     /// Every delivery, newest first.
-    pub async fn deliveries(&self) -> Vec<deliver::Delivery> {
+    pub async fn deliveries(&self) -> Vec<outbox::Delivery> {
         let mut tx = self.store.begin(WS).await.unwrap();
-        deliver::list(&mut tx, WS, &Filter::default())
-            .await
-            .unwrap()
+        outbox::list(&mut tx, WS, &Filter::default()).await.unwrap()
     }
 
     /// The one delivery of a one-row setup.
-    pub async fn only(&self) -> deliver::Delivery {
+    pub async fn only(&self) -> outbox::Delivery {
         let all = self.deliveries().await;
         assert_eq!(all.len(), 1, "{all:?}");
         all.into_iter().next().unwrap()
@@ -425,7 +423,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_after_resolution() {
         &s.receiver.url.replace("127.0.0.1", "localhost"),
         &Options::default(),
     );
-    versions::push(&s.store, WS, &doc, now()).await.unwrap();
+    push::push(&s.store, WS, &doc, now()).await.unwrap();
     rules::set_mode(&s.store, WS, "welcome", Mode::Live, now())
         .await
         .unwrap();
@@ -490,7 +488,7 @@ async fn only_http_and_https_leave_the_machine() {
         "file:///etc/passwd",
         "gopher://127.0.0.1/",
     ] {
-        let request = rowfire::deliver::client::Outbound {
+        let request = rowfire::send::client::Outbound {
             method: "POST".into(),
             url: url.into(),
             headers: Vec::new(),
@@ -499,7 +497,7 @@ async fn only_http_and_https_leave_the_machine() {
         };
         let (result, _) = client.send(&request).await;
         assert!(
-            matches!(&result, rowfire::deliver::outcome::AttemptResult::Refused(e) if e.contains("only http and https")),
+            matches!(&result, rowfire::send::outcome::AttemptResult::Refused(e) if e.contains("only http and https")),
             "{url}: {result:?}"
         );
     }

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, DEFAULT_SOURCE, SourceDef, versions};
+use rowfire::definitions::{self, DEFAULT_SOURCE, SourceDef};
 use rowfire::poll::{self, PollStatus, Poller};
+use rowfire::push;
 use rowfire::row::{Row, Value};
 use rowfire::source::{Source, SourceError};
 use rowfire::sql_guard::{Shape, Window};
@@ -394,9 +395,7 @@ rules:
     actions: [{{action: inbox.chat_message, params: {{channel: "#x", text: "{{{{ k }}}}"}}}}]
 "##
     );
-    versions::push(&store, WS, &definitions, now())
-        .await
-        .unwrap();
+    push::push(&store, WS, &definitions, now()).await.unwrap();
     assert!(
         poll::rewind(&store, WS, "hostile", SignedDuration::from_hours(48), now())
             .await

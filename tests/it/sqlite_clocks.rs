@@ -7,9 +7,10 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use rowfire::backtest::{self, Options, Report};
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, Definitions, versions};
+use rowfire::definitions::{self, Definitions};
 use rowfire::explanation::{self, Question};
 use rowfire::poll::{self, Poller};
+use rowfire::push;
 use rowfire::source::Source;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, SqliteConnection};
@@ -355,9 +356,7 @@ async fn a_poll_and_why_report_an_unreadable_clock_apart_from_null_clocks() {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    versions::push(&store, WS, DEFINITIONS, now())
-        .await
-        .unwrap();
+    push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
     let clock = Clock::fixed(now());
     assert!(
         poll::rewind(&store, WS, "event", SignedDuration::from_hours(48), now())

@@ -6,9 +6,10 @@ use std::process::Command;
 
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
-use rowfire::definitions::{self, versions};
+use rowfire::definitions;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
 use rowfire::poll::{self, PollStatus, Poller};
+use rowfire::push;
 use rowfire::secret;
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
@@ -151,7 +152,7 @@ async fn only_the_undeclared_sources_trigger_waits_until_the_source_is_stored(ur
     store.migrate().await.unwrap();
     let doc = with_undeclared_source();
     let defs = definitions::parse(&doc).unwrap();
-    versions::push(&store, WS, &doc, now()).await.unwrap();
+    push::push(&store, WS, &doc, now()).await.unwrap();
     let ago = SignedDuration::from_hours(24 * 120);
     poll::rewind(&store, WS, "declined_charge", ago, now())
         .await

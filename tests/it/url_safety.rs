@@ -11,13 +11,14 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
 use rowfire::definitions::versions;
-use rowfire::deliver::client::Client;
-use rowfire::deliver::egress::Policy;
-use rowfire::deliver::request::{TryError, try_action};
-use rowfire::deliver::sender::{self, Sender};
-use rowfire::deliver::{self, Delivery, Filter, RenderError, queue};
+use rowfire::outbox::{self, Delivery, Filter, RenderError};
 use rowfire::poll::Poller;
 use rowfire::secret::{self, MasterKey};
+use rowfire::send::client::Client;
+use rowfire::send::egress::Policy;
+use rowfire::send::queue;
+use rowfire::send::request::{TryError, try_action};
+use rowfire::send::sender::{self, Sender};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use sqlx::{Connection, SqliteConnection};
 
@@ -140,9 +141,7 @@ impl Run {
     /// recipient: its fire's signed webhook, which always renders, names the row.)
     async fn deliveries(&self) -> BTreeMap<(String, String), Delivery> {
         let mut tx = self.store.begin(WS).await.unwrap();
-        let all = deliver::list(&mut tx, WS, &Filter::default())
-            .await
-            .unwrap();
+        let all = outbox::list(&mut tx, WS, &Filter::default()).await.unwrap();
         let keys: BTreeMap<i64, String> = all
             .iter()
             .filter(|d| d.action == "hooks.send")

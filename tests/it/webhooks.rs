@@ -2,7 +2,7 @@
 //! `standardwebhooks` crate), including while two secrets are in rotation.
 
 use base64::Engine;
-use rowfire::deliver::webhook;
+use rowfire::send::webhook;
 
 fn header_map(headers: &[(&'static str, String)]) -> http::HeaderMap {
     let mut map = http::HeaderMap::new();

@@ -44,8 +44,8 @@ impl Cx {
         given.remove("catalog");
         let spec = match self.string(m, "catalog", &path, false) {
             Some(catalog) => {
-                let Some(entry) = crate::deliver::catalog::built_in(&catalog) else {
-                    let known: Vec<String> = crate::deliver::catalog::all()
+                let Some(entry) = crate::definitions::catalog::built_in(&catalog) else {
+                    let known: Vec<String> = crate::definitions::catalog::all()
                         .into_iter()
                         .map(|i| i.name)
                         .collect();
@@ -71,8 +71,9 @@ impl Cx {
                 given
             }
         };
-        match serde_yaml_ng::from_value::<crate::deliver::catalog::Integration>(Yaml::Mapping(spec))
-        {
+        match serde_yaml_ng::from_value::<crate::definitions::catalog::Integration>(Yaml::Mapping(
+            spec,
+        )) {
             Ok(spec) => {
                 if !(1..=50_000).contains(&spec.timeout_ms) {
                     self.problem(

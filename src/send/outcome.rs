@@ -182,6 +182,41 @@ fn parse_retry_after(header: &str, now: Timestamp) -> Option<SignedDuration> {
     Some(now.duration_until(at).max(SignedDuration::ZERO))
 }
 
+/// The attempt as recorded: status, class of error, and the start of the answer.
+pub fn record(
+    result: &AttemptResult,
+    verdict: &Verdict,
+    started_at: Timestamp,
+    latency: std::time::Duration,
+) -> super::queue::Attempt {
+    let keep = |s: &str| {
+        s.chars()
+            .take(super::client::RESPONSE_KEEP)
+            .collect::<String>()
+    };
+    let (status_code, error_class, response) = match result {
+        AttemptResult::Response { status, body, .. } => {
+            let class = match verdict {
+                Verdict::Sent => None,
+                _ if (200..300).contains(status) => Some("rejected"),
+                _ => Some("http_status"),
+            };
+            (Some(*status), class, Some(keep(body)))
+        }
+        AttemptResult::Timeout => (None, Some("timeout"), None),
+        AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
+        AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
+        AttemptResult::Invalid(e) => (None, Some("invalid"), Some(keep(e))),
+    };
+    super::queue::Attempt {
+        started_at,
+        latency_ms: latency.as_millis() as i64,
+        status_code,
+        error_class,
+        response,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

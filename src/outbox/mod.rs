@@ -3,16 +3,7 @@
 //! live ones to the Demo inbox complete in-process; every other live delivery waits in the queue
 //! for a sender.
 
-pub mod catalog;
-pub mod client;
-pub mod egress;
-pub mod outcome;
-pub mod queue;
-pub mod redact;
-pub mod request;
-pub mod sender;
 pub mod target;
-pub mod webhook;
 
 use jiff::Timestamp;
 use sqlx::Row as _;
@@ -136,7 +127,7 @@ pub fn render(
 }
 
 /// Writes the deliveries of one new fire inside the claim's transaction. Returns how many wait
-/// in the queue for a sender (announce them with [`queue::announce`] before committing).
+/// in the queue for a sender (announce them with [`announce`] before committing).
 #[allow(clippy::too_many_arguments)]
 pub async fn enqueue(
     tx: &mut StoreTx,
@@ -414,7 +405,7 @@ pub async fn retry(
         [workspace, id, DbTime(now)]
     )
     .map_err(|e| store.error(e))?;
-    queue::announce(&mut tx).await.map_err(|e| store.error(e))?;
+    announce(&mut tx).await.map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))?;
     store.wake();
     Ok(())
@@ -447,4 +438,17 @@ pub async fn prune(
     .map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))?;
     Ok(deleted)
+}
+
+/// Announces queued work to idle workers in other processes, once per transaction (PostgreSQL
+/// delivers the NOTIFY at commit and folds repeats). Callers also call [`crate::store::Store::wake`] after
+/// committing, for this process. A no-op on SQLite.
+pub async fn announce(tx: &mut crate::store::StoreTx) -> Result<(), sqlx::Error> {
+    if let crate::store::StoreTx::Postgres(t) = tx {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(crate::store::WORK_CHANNEL)
+            .execute(&mut **t)
+            .await?;
+    }
+    Ok(())
 }

@@ -124,14 +124,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Reads `ROWFIRE_EGRESS_ALLOW` and `ROWFIRE_EGRESS`. An unreadable range is an error that
-    /// names it.
-    pub fn from_env() -> Result<Policy, String> {
-        let allow = std::env::var(ALLOW_ENV).unwrap_or_default();
-        let inbox_only = std::env::var(MODE_ENV).is_ok_and(|v| v == "inbox-only");
-        Policy::parse(&allow, inbox_only)
-    }
-
     /// A policy from a comma-separated list of ranges (a bare address is one host).
     pub fn parse(allow: &str, inbox_only: bool) -> Result<Policy, String> {
         let allow = allow

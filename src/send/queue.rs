@@ -134,19 +134,6 @@ pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>,
     plan.await.map_err(|e| store.error(e))
 }
 
-/// Announces queued work to idle workers in other processes, once per transaction (PostgreSQL
-/// delivers the NOTIFY at commit and folds repeats). Callers also call [`Store::wake`] after
-/// committing, for this process. A no-op on SQLite.
-pub async fn announce(tx: &mut crate::store::StoreTx) -> Result<(), sqlx::Error> {
-    if let crate::store::StoreTx::Postgres(t) = tx {
-        sqlx::query("SELECT pg_notify($1, '')")
-            .bind(crate::store::WORK_CHANNEL)
-            .execute(&mut **t)
-            .await?;
-    }
-    Ok(())
-}
-
 /// The claim statement for an engine, built once.
 fn claim_sql(dialect: Dialect) -> &'static str {
     static PG: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_pg_sql);

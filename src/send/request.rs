@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::catalog::{Action, Auth, Integration, Signing};
 use super::client::Outbound;
 use super::queue::Claimed;
+use crate::definitions::catalog::{Action, Auth, Integration, Signing};
 
 /// Every string a request of `integration` carries that must never be recorded: each credential,
 /// and the encoded form basic authentication sends.
@@ -48,7 +48,7 @@ pub fn outbound(
     };
     // Credentials go only under the base URL in force, whatever was stored (a URL rendered by
     // an older version, or a base_url changed since), and no stored header may add lines.
-    super::target::check_under(&integration.base_url, url).map_err(|e| e.to_string())?;
+    crate::outbox::target::check_under(&integration.base_url, url).map_err(|e| e.to_string())?;
     let body = claimed.body.clone().unwrap_or_default().into_bytes();
     let mut headers: Vec<(String, String)> =
         vec![("content-type".into(), "application/json".into())];
@@ -56,7 +56,7 @@ pub fn outbound(
         && let Ok(stored) = serde_json::from_str::<serde_json::Value>(stored)
         && let serde_json::Value::Object(map) = &stored
     {
-        super::target::check_headers(&stored).map_err(|e| e.to_string())?;
+        crate::outbox::target::check_headers(&stored).map_err(|e| e.to_string())?;
         for (name, value) in map {
             let value = match value {
                 serde_json::Value::String(s) => s.clone(),
@@ -107,7 +107,7 @@ pub fn outbound(
 pub enum TryError {
     /// The binding does not render against the sample row into a request safe to send.
     #[error(transparent)]
-    Render(#[from] super::RenderError),
+    Render(#[from] crate::outbox::RenderError),
     /// The credentials could not be opened.
     #[error(transparent)]
     Secret(#[from] crate::secret::StoredSecretError),
@@ -121,7 +121,7 @@ pub enum TryError {
 #[derive(Debug)]
 pub struct Tried {
     /// The rendered request (never credentials).
-    pub request: super::Request,
+    pub request: crate::outbox::Request,
     /// The answer (redacted), the time it took, and the verdict a delivery would get.
     pub sent: Option<(
         super::outcome::AttemptResult,
@@ -166,8 +166,8 @@ pub async fn try_action(
     ] {
         ctx.insert(name.into(), value);
     }
-    let request = super::render(defs, binding, &serde_json::Value::Object(ctx))?;
-    if integration.base_url == super::INBOX_URL {
+    let request = crate::outbox::render(defs, binding, &serde_json::Value::Object(ctx))?;
+    if integration.base_url == crate::outbox::INBOX_URL {
         return Ok(Tried {
             request,
             sent: None,
@@ -180,7 +180,7 @@ pub async fn try_action(
             return Err(crate::secret::StoredSecretError::from(missing).into());
         }
         (false, Some(key)) => {
-            let owner = crate::integrations::secret_owner(&binding.integration);
+            let owner = crate::secret::integration_owner(&binding.integration);
             crate::secret::open_all(store, key, workspace, &owner).await?
         }
     };
@@ -247,14 +247,14 @@ pub fn redact_result(
 mod tests {
     #[test]
     fn an_echoed_credential_is_redacted_from_what_is_recorded() {
-        let slack = crate::deliver::catalog::built_in("slack").unwrap();
+        let slack = crate::definitions::catalog::built_in("slack").unwrap();
         let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
         let echoed = r#"{"ok":false,"echo":"Bearer xoxb-123-secret"}"#;
         assert_eq!(
             super::redact(echoed, &super::secret_strings(&slack, &creds)),
             r#"{"ok":false,"echo":"Bearer [redacted]"}"#
         );
-        let zendesk = crate::deliver::catalog::built_in("zendesk").unwrap();
+        let zendesk = crate::definitions::catalog::built_in("zendesk").unwrap();
         let creds = [
             ("username".to_string(), "me@example.com/token".to_string()),
             ("password".to_string(), "zd-9f8e7d".to_string()),
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_stored_url_outside_the_base_in_force_or_a_stored_header_line_break_is_never_sent() {
-        let slack = crate::deliver::catalog::built_in("slack").unwrap();
+        let slack = crate::definitions::catalog::built_in("slack").unwrap();
         let action = &slack.actions["post_message"];
         let creds = [("token".to_string(), "xoxb-123-secret".to_string())].into();
         let at: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();

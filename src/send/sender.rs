@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use tokio::sync::Mutex;
 
-use super::catalog::Integration;
-use super::client::{Client, RESPONSE_KEEP};
+use super::client::Client;
 use super::outcome::{AttemptResult, Verdict, judge};
 use super::queue::{self, Attempt, Claimed, Settled, Settlement};
 use super::request::{outbound, redact_result, secret_strings};
@@ -21,26 +20,8 @@ use crate::integrations;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError, later};
 
-/// The longest a sender waits for its rate-limit slot; a later slot releases the delivery.
-const PACING_HORIZON: SignedDuration = SignedDuration::from_secs(1);
-
-/// The shortest delivery lease a worker accepts.
-pub const MIN_LEASE: SignedDuration = SignedDuration::from_secs(5);
-
-/// Whether requests to `integration` fit in a claim's `lease` (with the pacing wait and margin);
-/// a delivery whose request would not is released rather than sent.
-pub fn fits_in_lease(integration: &Integration, lease: SignedDuration) -> bool {
-    let pacing = if integration.rate_limit.is_some() {
-        PACING_HORIZON
-    } else {
-        SignedDuration::ZERO
-    };
-    SignedDuration::from_millis(integration.timeout_ms.max(1) as i64) + pacing + LEASE_MARGIN
-        <= lease
-}
-
-/// Time kept in hand between a request's timeout and its claim's lease.
-const LEASE_MARGIN: SignedDuration = SignedDuration::from_secs(2);
+use super::lease::{self, PACING_HORIZON};
+pub use super::report::SendReport;
 
 /// How many times a failing settle is tried (while the leases last).
 const SETTLE_TRIES: u32 = 10;
@@ -72,41 +53,6 @@ impl Default for Config {
             idle: Duration::from_secs(1),
             refresh: Duration::from_secs(5),
         }
-    }
-}
-
-/// What one pass of a sender did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SendReport {
-    /// Deliveries claimed.
-    pub claimed: u64,
-    /// Delivered.
-    pub sent: u64,
-    /// Due again later (a retryable failure, a pace or a missing credential).
-    pub waiting: u64,
-    /// Failed, dead or expired.
-    pub finished_unsent: u64,
-    /// Settles that found the lease taken over.
-    pub stale: u64,
-}
-
-impl SendReport {
-    fn add(&mut self, other: SendReport) {
-        self.claimed += other.claimed;
-        self.sent += other.sent;
-        self.waiting += other.waiting;
-        self.finished_unsent += other.finished_unsent;
-        self.stale += other.stale;
-    }
-}
-
-impl std::fmt::Display for SendReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "deliveries: claimed={} sent={} waiting={} unsent={} stale={}",
-            self.claimed, self.sent, self.waiting, self.finished_unsent, self.stale
-        )
     }
 }
 
@@ -320,7 +266,7 @@ impl Sender {
                     &self.store,
                     key,
                     workspace,
-                    &integrations::secret_owner(&integration.name),
+                    &crate::secret::integration_owner(&integration.name),
                 )
                 .await
                 .map_err(|e| e.to_string()),
@@ -411,13 +357,8 @@ impl Sender {
         // A request must finish inside the claim's lease, or another worker could take the
         // delivery over and send it while this one still is.
         // (Checked before a rate-limit slot is booked; the pacing wait is at most PACING_HORIZON.)
-        let timeout = SignedDuration::from_millis(integration.timeout_ms.max(1) as i64);
-        let horizon = if integration.rate_limit.is_some() {
-            PACING_HORIZON
-        } else {
-            SignedDuration::ZERO
-        };
-        if later(self.clock.now(), horizon + timeout + LEASE_MARGIN) > claimed.lease_expires_at {
+        let timeout = lease::timeout(integration);
+        if later(self.clock.now(), lease::needed(integration)) > claimed.lease_expires_at {
             let reason = format!(
                 "waiting: {}'s timeout ({}) does not fit in what is left of the delivery lease; if this persists, raise the worker's --delivery-lease",
                 claimed.integration, timeout
@@ -477,7 +418,7 @@ impl Sender {
             action.ok_field,
             fastrand::f64(),
         );
-        let attempt = record(&result, &verdict, started_at, latency);
+        let attempt = super::outcome::record(&result, &verdict, started_at, latency);
         let outcome = match verdict {
             Verdict::Sent => Settlement::Sent,
             Verdict::Retry { at, reason } => {
@@ -527,36 +468,5 @@ impl Sender {
             }
         };
         (outcome, Some(attempt))
-    }
-}
-
-/// The attempt as recorded: status, class of error, and the start of the answer.
-fn record(
-    result: &AttemptResult,
-    verdict: &Verdict,
-    started_at: Timestamp,
-    latency: Duration,
-) -> Attempt {
-    let keep = |s: &str| s.chars().take(RESPONSE_KEEP).collect::<String>();
-    let (status_code, error_class, response) = match result {
-        AttemptResult::Response { status, body, .. } => {
-            let class = match verdict {
-                Verdict::Sent => None,
-                _ if (200..300).contains(status) => Some("rejected"),
-                _ => Some("http_status"),
-            };
-            (Some(*status), class, Some(keep(body)))
-        }
-        AttemptResult::Timeout => (None, Some("timeout"), None),
-        AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
-        AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
-        AttemptResult::Invalid(e) => (None, Some("invalid"), Some(keep(e))),
-    };
-    Attempt {
-        started_at,
-        latency_ms: latency.as_millis() as i64,
-        status_code,
-        error_class,
-        response,
     }
 }

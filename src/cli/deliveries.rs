@@ -1,0 +1,136 @@
+//! `rowfire deliveries`: list, show one with its attempts, retry, prune.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use rowfire::config::Config;
+use rowfire::outbox::{self, Filter};
+use rowfire::send::queue;
+use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+
+use super::commands::DeliveriesCommand;
+use super::{now, open_store};
+
+/// `rowfire deliveries …`: newest first, filtered by rule and state, or one delivery's command.
+pub(crate) async fn run(
+    config: &Config,
+    command: Option<DeliveriesCommand>,
+    rule: Option<String>,
+    status: Option<String>,
+    limit: i64,
+) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    let filter = match command {
+        Some(DeliveriesCommand::Retry { id }) => {
+            outbox::retry(&store, WS, id, now()).await?;
+            println!("delivery {id} is pending again and due now");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(DeliveriesCommand::Prune { older_than }) => {
+            let before = rowfire::store::earlier(now(), older_than);
+            let n = outbox::prune(&store, WS, before).await?;
+            println!(
+                "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(DeliveriesCommand::Show { id }) => return show(&store, id).await,
+        None => Filter {
+            rule,
+            status,
+            id: None,
+            limit: Some(limit),
+        },
+    };
+    let mut tx = store.begin(WS).await?;
+    let found = outbox::list(&mut tx, WS, &filter).await?;
+    tx.rollback().await?;
+    let rule_w = found.iter().map(|d| d.rule.chars().count()).max();
+    let action_w = found.iter().map(|d| d.action.chars().count()).max();
+    let (rule_w, action_w) = (rule_w.unwrap_or(0), action_w.unwrap_or(0));
+    for d in &found {
+        let reason = d
+            .reason
+            .as_deref()
+            .map(|r| format!("  ({r})"))
+            .unwrap_or_default();
+        println!(
+            "#{:<7} {:<10} {:<6} {:<rule_w$} {:<action_w$} {}{reason}",
+            d.id,
+            d.status,
+            d.mode,
+            d.rule,
+            d.action,
+            d.recipient.as_deref().unwrap_or("-")
+        );
+    }
+    if found.is_empty() {
+        println!("no deliveries match");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire deliveries show ID`: the recorded request (never credentials) and every attempt.
+async fn show(store: &Store, id: i64) -> Result<ExitCode> {
+    let filter = Filter {
+        id: Some(id),
+        ..Default::default()
+    };
+    let mut tx = store.begin(WS).await?;
+    let found = outbox::list(&mut tx, WS, &filter).await?;
+    tx.rollback().await?;
+    let Some(d) = found.first() else {
+        bail!("there is no delivery {id}")
+    };
+    println!(
+        "delivery {}  (fire {}, rule {}, {})",
+        d.id, d.fire_id, d.rule, d.mode
+    );
+    println!("  action     {}", d.action);
+    println!("  recipient  {}", d.recipient.as_deref().unwrap_or("-"));
+    let reason = d
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    println!("  status     {}{reason}", d.status);
+    println!("  due        {}", d.due_at);
+    if let Some(sent) = d.sent_at {
+        println!("  sent       {sent}");
+    }
+    match &d.request {
+        Some((method, url)) => println!("  request    {method} {url}"),
+        None => println!("  request    (not rendered)"),
+    }
+    if let Some(h) = d.headers.as_deref().filter(|h| *h != "{}") {
+        println!("  headers    {h}  (authentication is added when sending, never stored)");
+    }
+    let body = d
+        .body
+        .as_deref()
+        .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok());
+    if let Some(b) = body {
+        println!("  body\n{}", serde_json::to_string_pretty(&b)?);
+    }
+    let attempts = queue::attempts(store, WS, id).await?;
+    println!("  attempts   {}", attempts.len());
+    for (n, a) in attempts.iter().enumerate() {
+        let status = a.status_code.map_or("-".to_string(), |s| s.to_string());
+        let class = a.error_class.unwrap_or("ok");
+        let response: String = a
+            .response
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .take(120)
+            .collect();
+        println!(
+            "    {}. {}  {status:>3}  {class:<11} {:>5} ms  {}",
+            n + 1,
+            a.started_at,
+            a.latency_ms,
+            response.replace('\n', " ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,121 @@
+//! `rowfire demo` and `rowfire fixture`: the first run, and the sample database it reads.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use rowfire::clock::Clock;
+use rowfire::store::{DEFAULT_WORKSPACE, Store};
+use rowfire::{demo, fixture};
+
+use super::commands::FixtureCommand;
+use super::now;
+
+/// `rowfire demo`: the sample database and definitions, a backtest headline per rule, one poll
+/// into the Demo inbox, the next commands; then the worker until ctrl-c (unless `once`).
+pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
+    let now = clock.now();
+    let made = demo::run(dir, now)
+        .await
+        .context("the demo could not run")?;
+    println!("Sample database: {}", made.sample_url);
+    println!("Sample definitions: {}", made.definitions.display());
+    println!();
+    println!(
+        "What each sample rule would have done over the last {} days:",
+        demo::DEMO_DAYS
+    );
+    for report in &made.reports {
+        println!("  {}", report.headline());
+    }
+    println!();
+    println!(
+        "Control plane: {} (every rule live; its only destination is the Demo inbox)",
+        made.control_plane_url
+    );
+    println!(
+        "The worker polls the same {} days into the ledger:",
+        demo::DEMO_DAYS
+    );
+    let poller = made.poller(clock.clone());
+    for report in poller.poll_due().await? {
+        print!("{report}");
+    }
+    print_inbox(&made.store).await?;
+    println!();
+    let rowfire = demo::invocation();
+    println!(
+        "Look closer: type these into a shell, one after another (the worker finds the sample by itself):"
+    );
+    for step in made.next_steps(&rowfire.command, now) {
+        println!("  $ {step}");
+    }
+    if let Some(hint) = &rowfire.install_hint {
+        println!("({hint})");
+    }
+    if once {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!();
+    println!("The worker keeps running; add activity from another terminal with:");
+    println!(
+        "  $ {} fixture simulate --into {}",
+        rowfire.command,
+        demo::shell_word(&made.sample_url)
+    );
+    println!("ctrl-c stops it.");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let signalled = super::worker::shutdown_signal();
+    tokio::spawn(async move {
+        signalled.await;
+        let _ = stop_tx.send(true);
+    });
+    poller
+        .run_until(stop_rx, |r| {
+            if r.fired > 0 {
+                print!("{r}")
+            }
+        })
+        .await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The Demo inbox: how many messages it holds and the latest three.
+pub(crate) async fn print_inbox(store: &Store) -> Result<()> {
+    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+    let latest = rowfire::outbox::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
+    let deliveries = rowfire::outbox::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
+    tx.rollback().await?;
+    let sent = deliveries.iter().filter(|d| d.status == "sent").count();
+    println!("Demo inbox: {sent} message(s) delivered. The latest:");
+    for (action, recipient, body) in latest {
+        println!("  {action} to {}: {body}", recipient.unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// `rowfire fixture load` and `fixture simulate`.
+pub(crate) async fn fixture(command: FixtureCommand) -> Result<ExitCode> {
+    match command {
+        FixtureCommand::Simulate { into, rows } => {
+            let added = fixture::simulate(&into, now(), rows).await?;
+            println!(
+                "added {added} row(s) of fresh activity; a running worker fires on them at its next poll"
+            );
+        }
+        FixtureCommand::Load { into, now } => {
+            let data = fixture::load(&into, Clock::from_option(now).now()).await?;
+            let counts: Vec<String> = data
+                .tables
+                .iter()
+                .map(|t| format!("{} {}", t.rows.len(), t.name))
+                .collect();
+            println!(
+                "sample data placed relative to {}: {}",
+                data.now,
+                counts.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

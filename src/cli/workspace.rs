@@ -1,0 +1,134 @@
+//! `rowfire migrate`, `status`, `halt`, `resume`, `rewind` and `keygen`: the control plane and
+//! the workspace's state.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use jiff::SignedDuration;
+use rowfire::config::Config;
+use rowfire::definitions::versions;
+use rowfire::poll;
+use rowfire::rules;
+use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
+
+use super::{now, open_store, width};
+
+/// `rowfire migrate`: creates or upgrades the control plane's tables.
+pub(crate) async fn migrate(config: &Config) -> Result<ExitCode> {
+    let store = Store::open(&config.database_url).await?;
+    let applied = store.migrate().await?;
+    println!(
+        "control plane {}: {applied} migration(s) applied, schema up to date",
+        store.shown()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire status`: halted or running, watermarks, next polls, last errors, modes, deliveries.
+pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
+    let store = &open_store(config).await?;
+    let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
+    match &ws.halted {
+        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
+        None => println!("workspace {}: running", ws.id),
+    }
+    if let Some(v) = versions::get(store, DEFAULT_WORKSPACE, None).await? {
+        println!("definitions version {} (pushed {})", v.version, v.pushed_at);
+    }
+    println!("triggers:");
+    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
+        .await?
+        .into_iter()
+        .filter(|t| t.removed_at.is_none())
+        .collect();
+    let trigger_w = width(triggers.iter().map(|t| t.trigger.as_str()));
+    for t in &triggers {
+        if let Some(problem) = &t.problem {
+            println!("  {:<trigger_w$} {problem}", t.trigger);
+            continue;
+        }
+        let error = t.last_error.as_deref().unwrap_or("-");
+        println!(
+            "  {:<trigger_w$} watermark {}  next poll {}  last error: {error}",
+            t.trigger, t.watermark, t.next_poll_at
+        );
+    }
+    println!("rules:");
+    let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
+    let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
+    for r in rules {
+        let state = if r.tombstoned_at.is_some() {
+            "removed".to_string()
+        } else {
+            r.mode.to_string()
+        };
+        println!("  {:<rule_w$} {state:<7} on {}", r.rule, r.trigger);
+    }
+    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
+    let counts = rowfire::outbox::counts(&mut tx, DEFAULT_WORKSPACE).await?;
+    tx.rollback().await?;
+    let shown: Vec<String> = counts
+        .iter()
+        .map(|(status, n, oldest)| match status.as_str() {
+            "pending" => format!("pending {n} (earliest due {oldest})"),
+            _ => format!("{status} {n}"),
+        })
+        .collect();
+    if !shown.is_empty() {
+        println!("deliveries: {}", shown.join(", "));
+    }
+    for i in rowfire::integrations::states(store, DEFAULT_WORKSPACE).await? {
+        if let Some(at) = i.disabled_at {
+            println!(
+                "integration {} DISABLED since {at}: {}; `rowfire integrations enable {}`",
+                i.name,
+                i.disabled_reason.as_deref().unwrap_or("no reason"),
+                i.name
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire halt REASON`: nothing is sent and no watermark moves until `resume`.
+pub(crate) async fn halt(config: &Config, reason: &str) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    workspace::halt(&store, DEFAULT_WORKSPACE, reason, now()).await?;
+    println!(
+        "workspace {DEFAULT_WORKSPACE} halted: {reason}. Nothing is sent and no watermark moves until `rowfire resume`."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire resume`.
+pub(crate) async fn resume(config: &Config) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    workspace::resume(&store, DEFAULT_WORKSPACE).await?;
+    println!(
+        "workspace {DEFAULT_WORKSPACE} resumed; rows that arrived while halted are evaluated on the next polls."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire rewind TRIGGER --days N`: the watermark back N days, due now.
+pub(crate) async fn rewind(config: &Config, trigger: &str, days: u32) -> Result<ExitCode> {
+    let store = open_store(config).await?;
+    let by = SignedDuration::from_hours(24 * i64::from(days));
+    let now = now();
+    if !poll::rewind(&store, DEFAULT_WORKSPACE, trigger, by, now).await? {
+        bail!("unknown trigger \"{trigger}\"; `rowfire status` lists the triggers in force");
+    }
+    println!(
+        "{trigger}: watermark moved back to {} and due now; rows that already fired will not fire again",
+        rowfire::store::earlier(now, by)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rowfire keygen`: a new master key on standard output, advice on standard error.
+pub(crate) fn keygen() -> ExitCode {
+    println!("{}", rowfire::secret::MasterKey::generate());
+    eprintln!("Set it as ROWFIRE_MASTER_KEY wherever Rowfire runs and keep a copy somewhere safe:");
+    eprintln!("secrets sealed under it cannot be opened without it.");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,277 @@
+//! The worker: pollers and senders assembled from a [`WorkerConfig`] and run together until a
+//! shutdown future resolves, with LISTEN for work announced by other processes and the clock
+//! kept in step with the control plane's. The command line (`rowfire worker`) and, later, a
+//! server and the tests use this one type.
+
+use std::future::Future;
+
+use jiff::SignedDuration;
+use tokio::sync::watch;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::definitions::versions::{self, InForceError};
+use crate::poll::{self, DsnResolver, PollError, PollReport, Poller};
+use crate::secret::{self, MasterKey, SecretError, StoredSecretError};
+use crate::send::client::Client;
+use crate::send::egress::Policy;
+use crate::send::lease::MIN_LEASE;
+use crate::send::sender::{self, SendReport, Sender};
+use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
+
+/// How a worker is assembled.
+pub struct WorkerConfig {
+    /// The workspace whose definitions are checked at start and made due by `poll_once`.
+    pub workspace: String,
+    /// Names this process's pollers (`NAME:PID:N`), so a lease's holder can be found.
+    pub name: String,
+    /// Pollers and senders (at least one of each).
+    pub concurrency: usize,
+    /// LISTEN for work announced by other processes (off behind connection poolers: idle
+    /// senders then look every second).
+    pub listen: bool,
+    /// How long a claimed delivery is held before another worker may take it over.
+    pub delivery_lease: SignedDuration,
+    /// Which addresses outbound requests may reach.
+    pub egress: Policy,
+    /// Opens credentials and stored source DSNs, or why it cannot.
+    pub master_key: Result<MasterKey, SecretError>,
+    /// Where source DSNs come from; `None`: stored DSNs first, then the environment variables
+    /// the definitions name.
+    pub dsn: Option<DsnResolver>,
+    /// Measure the control plane's clock at start and every minute (leases are stamped on it).
+    /// Off for a fixed clock.
+    pub sync_clock: bool,
+}
+
+impl WorkerConfig {
+    /// The settings `rowfire worker` starts from: the environment's egress policy and master
+    /// key, one poller and sender, a 60 s delivery lease, LISTEN on, the clock synced.
+    pub fn from_config(config: &Config) -> Result<WorkerConfig, WorkerError> {
+        Ok(WorkerConfig {
+            workspace: DEFAULT_WORKSPACE.to_string(),
+            name: config.host.clone(),
+            concurrency: 1,
+            listen: true,
+            delivery_lease: sender::Config::default().lease,
+            egress: config.egress.clone().map_err(WorkerError::Egress)?,
+            master_key: config.master_key.clone(),
+            dsn: None,
+            sync_clock: true,
+        })
+    }
+}
+
+/// Why a worker could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The delivery lease is shorter than the shortest a worker accepts.
+    #[error(
+        "--delivery-lease {lease:#} is too short; give at least {min:#} (and more than your integrations' timeouts)"
+    )]
+    LeaseTooShort {
+        /// The lease asked for.
+        lease: SignedDuration,
+        /// The shortest accepted.
+        min: SignedDuration,
+    },
+    /// The egress policy could not be read.
+    #[error("{0}")]
+    Egress(String),
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The definitions in force could not be read.
+    #[error(transparent)]
+    InForce(#[from] InForceError),
+    /// A stored source DSN could not be read or opened.
+    #[error(transparent)]
+    Secret(#[from] StoredSecretError),
+    /// Polling failed outside a poll (the control plane).
+    #[error(transparent)]
+    Poll(#[from] PollError),
+}
+
+/// A worker: its pollers and senders, on one clock.
+pub struct Worker {
+    store: Store,
+    clock: Clock,
+    config: WorkerConfig,
+    dsn: DsnResolver,
+    pollers: Vec<Poller>,
+    senders: Vec<Sender>,
+}
+
+impl Worker {
+    /// Assembles a worker on `store`: checks the lease, reads the source DSNs, measures the
+    /// control plane's clock (when `sync_clock`) and builds the pollers and senders.
+    pub async fn new(
+        store: Store,
+        clock: Clock,
+        config: WorkerConfig,
+    ) -> Result<Worker, WorkerError> {
+        if config.delivery_lease < MIN_LEASE {
+            return Err(WorkerError::LeaseTooShort {
+                lease: config.delivery_lease,
+                min: MIN_LEASE,
+            });
+        }
+        let dsn = match &config.dsn {
+            Some(dsn) => dsn.clone(),
+            None => source_dsns(&store, &config.workspace, config.master_key.as_ref()).await?,
+        };
+        // Leases are stamped on the control plane's clock, not this host's: one clock for the
+        // whole process, measured against the control plane now and every minute while it runs.
+        if config.sync_clock {
+            store.sync_clock(&clock).await?;
+        }
+        let concurrency = config.concurrency.max(1);
+        let pollers = (0..concurrency)
+            .map(|i| {
+                let name = format!("{}:{}:{i}", config.name, std::process::id());
+                Poller::new(store.clone(), name, clock.clone(), dsn.clone())
+            })
+            .collect();
+        let senders = (0..concurrency)
+            .map(|_| {
+                let sender_config = sender::Config {
+                    lease: config.delivery_lease,
+                    ..sender::Config::default()
+                };
+                let key = config.master_key.clone().map_err(|e| e.to_string());
+                let client = Client::new(config.egress.clone());
+                Sender::new(store.clone(), client, clock.clone(), key, sender_config)
+            })
+            .collect();
+        Ok(Worker {
+            store,
+            clock,
+            config,
+            dsn,
+            pollers,
+            senders,
+        })
+    }
+
+    /// What would hold work back, as sentences for an operator: integrations whose deliveries
+    /// will wait (requests that do not fit in the lease, credentials missing or sealed), and
+    /// triggers whose source resolves nowhere.
+    pub async fn warnings(&self) -> Result<Vec<String>, WorkerError> {
+        let ws = &self.config.workspace;
+        let Some((_, defs)) = versions::in_force(&self.store, ws).await? else {
+            return Ok(Vec::new());
+        };
+        let key = self.config.master_key.as_ref();
+        let lease = self.config.delivery_lease;
+        let mut warnings =
+            crate::send::readiness::check(&self.store, ws, &defs, key, lease).await?;
+        let resolves = |name: &str| defs.source(name).is_some_and(|d| (self.dsn)(d).is_some());
+        for p in defs.unresolved_sources(resolves) {
+            warnings.push(format!("{}: {}", p.path, p.message));
+        }
+        Ok(warnings)
+    }
+
+    /// Polls every due trigger once (with `due_now`, every trigger of the workspace), with all
+    /// pollers at once; the reports by trigger, and the control plane's error if one stopped a
+    /// poller (the other pollers' reports are kept).
+    pub async fn poll_once(
+        &self,
+        due_now: bool,
+    ) -> Result<(Vec<PollReport>, Option<PollError>), WorkerError> {
+        if due_now {
+            poll::due_now(&self.store, &self.config.workspace, self.clock.now()).await?;
+        }
+        let mut all = Vec::new();
+        let mut control_plane = None;
+        let batches = self.pollers.iter().map(|p| p.poll_due());
+        for batch in futures_util::future::join_all(batches).await {
+            match batch {
+                Ok(reports) => all.extend(reports),
+                Err(e) => control_plane = Some(e),
+            }
+        }
+        all.sort_by(|a, b| a.trigger.cmp(&b.trigger));
+        Ok((all, control_plane))
+    }
+
+    /// Sends until nothing is due now.
+    pub async fn send_once(&self) -> Result<SendReport, WorkerError> {
+        Ok(self.senders[0].drain().await?)
+    }
+
+    /// How many passes each sender has finished (see [`Sender::passes`]): a way to wait for a
+    /// running worker to have looked at its queue, without sleeping.
+    pub fn passes(&self) -> Vec<watch::Receiver<u64>> {
+        self.senders.iter().map(Sender::passes).collect()
+    }
+
+    /// The worker's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Runs every poller and sender until `shutdown` resolves, then lets the polls and sends in
+    /// progress finish and settle. `on_report` hears every poll's report.
+    pub async fn run_until(
+        &self,
+        shutdown: impl Future<Output = ()>,
+        on_report: impl Fn(&PollReport) + Clone,
+    ) {
+        if self.config.listen {
+            self.store.listen_for_work().await;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let resync = self
+            .config
+            .sync_clock
+            .then(|| tokio::spawn(keep_clock_synced(self.store.clone(), self.clock.clone())));
+        let polls = self
+            .pollers
+            .iter()
+            .map(|p| p.run_until(stop_rx.clone(), on_report.clone()));
+        let sends = self.senders.iter().map(|s| s.run_until(stop_rx.clone()));
+        let work = futures_util::future::join(
+            futures_util::future::join_all(polls),
+            futures_util::future::join_all(sends),
+        );
+        let stop = async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        futures_util::future::join(stop, work).await;
+        if let Some(resync) = resync {
+            resync.abort();
+        }
+    }
+}
+
+/// The DSN resolver for workers: stored DSNs first, then environment variables. Without a master
+/// key, stored DSNs are skipped (environment variables still work).
+pub async fn source_dsns(
+    store: &Store,
+    workspace: &str,
+    key: Result<&MasterKey, &SecretError>,
+) -> Result<DsnResolver, StoredSecretError> {
+    let mut stored = secret::file_urls(store, workspace).await?;
+    match key {
+        Ok(key) => {
+            stored.extend(secret::open_named(store, key, workspace, "source:", "dsn").await?)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "no master key: stored source DSNs are not read");
+        }
+    };
+    Ok(poll::stored_or_env_dsn(stored))
+}
+
+/// Measures the control plane's clock again every minute (host clocks drift); a failed
+/// measurement keeps the last offset.
+async fn keep_clock_synced(store: Store, clock: Clock) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        if let Err(e) = store.sync_clock(&clock).await {
+            tracing::warn!(error = %e, "could not read the control plane's clock; keeping the last offset");
+        }
+    }
+}
