@@ -30,6 +30,7 @@ pub(crate) struct WorkerOptions {
     pub concurrency: usize,
     pub poll_only: bool,
     pub delivery_lease: SignedDuration,
+    pub trigger_lease: SignedDuration,
 }
 
 /// A sender for this process: the egress policy and master key from the environment.
@@ -46,21 +47,18 @@ pub(crate) fn sender(store: &Store, clock: Clock, config: sender::Config) -> Res
 }
 
 pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode> {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "local".into());
     let dsn = integrations::dsn_resolver(&store).await?;
     // Leases are stamped on the control plane's clock, not this host's: one clock for the whole
     // process, measured against the control plane now and every minute while it runs.
     let clock = Clock::system();
     store.sync_clock(&clock).await?;
+    // One id (host, pid, start time) for every lease this process takes.
+    let me = poll::workers::WorkerId::this_process(clock.now());
     let concurrency = opts.concurrency;
     let pollers: Vec<Poller> = (0..concurrency)
-        .map(|i| {
-            Poller::new(
-                store.clone(),
-                format!("{host}:{}:{i}", std::process::id()),
-                clock.clone(),
-                dsn.clone(),
-            )
+        .map(|_| {
+            Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
+                .with_lease(opts.trigger_lease)
         })
         .collect();
     let senders: Vec<Sender> = (0..concurrency)
@@ -116,7 +114,13 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
         store.shown(),
         if opts.poll_only { ", poll-only" } else { "" }
     );
-    let resync = tokio::spawn(keep_clock_synced(store.clone(), clock));
+    poll::workers::register(&store, &me, clock.now()).await?;
+    let alive = tokio::spawn(poll::workers::keep_alive(
+        store.clone(),
+        me.clone(),
+        clock.clone(),
+    ));
+    let resync = tokio::spawn(keep_clock_synced(store.clone(), clock.clone()));
     let polls = pollers
         .iter()
         .map(|p| p.run_until(stop_rx.clone(), |r| print!("{r}")));
@@ -127,7 +131,21 @@ pub(crate) async fn worker(store: Store, opts: WorkerOptions) -> Result<ExitCode
     )
     .await;
     resync.abort();
+    alive.abort();
+    give_back(&store, &me, &clock).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A clean stop: gives back every trigger lease this worker still holds (another worker polls
+/// those triggers at once) and records it as stopped.
+async fn give_back(store: &Store, me: &poll::workers::WorkerId, clock: &Clock) {
+    match poll::workers::stopped(store, me, clock.now()).await {
+        Ok(0) => {}
+        Ok(n) => eprintln!("stopping: gave back {n} trigger lease(s)"),
+        Err(e) => eprintln!(
+            "warning: could not give back this worker's leases ({e}); they lapse within their lease"
+        ),
+    }
 }
 
 /// Measures the control plane's clock again every minute (host clocks drift); a failed
@@ -316,6 +334,10 @@ pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
 }
 
 pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
+    // Lease expiries and due times are on the control plane's clock.
+    let clock = Clock::system();
+    store.sync_clock(&clock).await?;
+    let now = clock.now();
     let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
     match &ws.halted {
         Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
@@ -341,7 +363,11 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
             "  {:<trigger_w$} watermark {}  next poll {}  last error: {error}",
             t.trigger, t.watermark, t.next_poll_at
         );
+        for line in poll::workers::lease_lines(t, now) {
+            println!("  {:<trigger_w$}   {line}", "");
+        }
     }
+    print_workers(store, now).await?;
     println!("rules:");
     let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
     let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
@@ -377,6 +403,24 @@ pub(crate) async fn status(store: &Store) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `workers:` section of `status`: workers seen recently, with their last heartbeat.
+async fn print_workers(store: &Store, now: Timestamp) -> Result<()> {
+    let since = rowfire::store::earlier(now, poll::workers::RECENT);
+    let seen = poll::workers::recent(store, since).await?;
+    if seen.is_empty() {
+        println!(
+            "workers: none seen in the last {:#}; start one with `rowfire worker`",
+            poll::workers::RECENT
+        );
+        return Ok(());
+    }
+    println!("workers seen in the last {:#}:", poll::workers::RECENT);
+    for w in &seen {
+        println!("  {}", poll::workers::worker_line(w, now));
+    }
+    Ok(())
 }
 
 /// The width of a column: its longest entry, in characters.

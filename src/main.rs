@@ -190,6 +190,10 @@ enum Command {
         /// worker that dies mid-send delays its deliveries by at most this).
         #[arg(long, default_value = "60s", value_parser = parse_lease)]
         delivery_lease: jiff::SignedDuration,
+        /// How long a trigger lease lasts (1s to 1h); the poll renews it as it works, and a worker
+        /// that dies is taken over within it.
+        #[arg(long, default_value = "30s", value_parser = parse_trigger_lease)]
+        trigger_lease: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).
@@ -399,6 +403,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             concurrency,
             poll_only,
             delivery_lease,
+            trigger_lease,
         } => {
             let store = Store::from_env().await?;
             store.migrate().await?;
@@ -408,6 +413,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 concurrency: concurrency.max(1),
                 poll_only,
                 delivery_lease,
+                trigger_lease,
             };
             worker(store, opts).await
         }

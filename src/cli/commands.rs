@@ -231,3 +231,17 @@ pub(crate) fn parse_lease(s: &str) -> Result<SignedDuration, String> {
     }
     Ok(lease)
 }
+
+/// `--trigger-lease`: a duration from [`rowfire::poll::MIN_LEASE`] to [`rowfire::poll::MAX_LEASE`].
+pub(crate) fn parse_trigger_lease(s: &str) -> Result<SignedDuration, String> {
+    let (min, max) = (rowfire::poll::MIN_LEASE, rowfire::poll::MAX_LEASE);
+    let lease: SignedDuration = s
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration; use 30s, 2m or 1h"))?;
+    if lease < min || lease > max {
+        return Err(format!(
+            "the trigger lease must be from {min:#} to {max:#}, found {s}"
+        ));
+    }
+    Ok(lease)
+}
