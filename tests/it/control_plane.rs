@@ -23,7 +23,7 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 5,
+                want: 6,
                 ..
             }
         ),
