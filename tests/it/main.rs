@@ -28,3 +28,4 @@ mod sqlite_clocks;
 mod undeclared;
 mod url_safety;
 mod webhooks;
+mod worker_leases;
