@@ -83,7 +83,10 @@ fn stored(column: &str, got: Result<DbTime, sqlx::Error>) -> Result<Timestamp, S
 
 /// An optional stored instant; unreadable or out of range reads as absent (it is only shown).
 fn optional_time(got: Result<Option<DbTime>, sqlx::Error>) -> Option<Timestamp> {
-    got.ok().flatten().map(|t| t.0).filter(|t| DbTime::in_range(*t))
+    got.ok()
+        .flatten()
+        .map(|t| t.0)
+        .filter(|t| DbTime::in_range(*t))
 }
 
 /// The advice for a trigger whose stored state is out of range.
@@ -212,7 +215,11 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
                 watermark: watermark.unwrap_or(DbTime::EARLIEST),
                 next_poll_at: next_poll_at.unwrap_or(DbTime::EARLIEST),
                 last_error: r.try_get(4)?,
-                removed_at: r.try_get::<Option<DbTime>, _>(5).ok().flatten().map(|t| t.0),
+                removed_at: r
+                    .try_get::<Option<DbTime>, _>(5)
+                    .ok()
+                    .flatten()
+                    .map(|t| t.0),
                 poll_interval: stored_interval(r.try_get(6)?, limits::MAX_POLL_INTERVAL),
                 lease_holder: r.try_get(7)?,
                 lease_expires_at: optional_time(r.try_get::<Option<DbTime>, _>(8)),
@@ -291,7 +298,12 @@ pub async fn lease_due(
         let rows = fetch_all!(
             &mut tx,
             sql,
-            [worker, DbTime(now), DbTime(expires_at), lease_for.as_millis() as i64],
+            [
+                worker,
+                DbTime(now),
+                DbTime(expires_at),
+                lease_for.as_millis() as i64
+            ],
             |r| {
                 let trigger: String = r.try_get(1)?;
                 let watermark = stored("watermark", r.try_get::<DbTime, _>(3));

@@ -28,4 +28,5 @@ mod sqlite_clocks;
 mod undeclared;
 mod url_safety;
 mod webhooks;
+mod worker_chaos;
 mod worker_leases;

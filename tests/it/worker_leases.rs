@@ -172,9 +172,15 @@ rules:
     );
     versions::push(&store, WS, &doc, clock.now()).await.unwrap();
     assert!(
-        poll::rewind(&store, WS, "slow", SignedDuration::from_hours(24), clock.now())
-            .await
-            .unwrap()
+        poll::rewind(
+            &store,
+            WS,
+            "slow",
+            SignedDuration::from_hours(24),
+            clock.now()
+        )
+        .await
+        .unwrap()
     );
     Some((cp, source, store, clock))
 }
@@ -305,7 +311,10 @@ async fn a_worker_stopped_with_sigterm_mid_poll_gives_its_trigger_back_at_once()
     let seen = poll::workers::recent(&store, Timestamp::UNIX_EPOCH)
         .await
         .unwrap();
-    let gone = seen.iter().find(|w| w.id == victim).expect("the worker was seen");
+    let gone = seen
+        .iter()
+        .find(|w| w.id == victim)
+        .expect("the worker was seen");
     assert!(gone.stopped_at.is_some(), "the stopped worker says so");
     let done = wait_for(Duration::from_secs(30), || async {
         (fires(&cp.url, "every_event").await.0 == ROWS).then_some(())
@@ -349,8 +358,13 @@ rules:
     poll::workers::register(&store, &me, clock.now())
         .await
         .unwrap();
-    let poller = Poller::new(store.clone(), me.id.clone(), clock.clone(), Arc::new(|_| None))
-        .with_lease(SignedDuration::from_mins(5));
+    let poller = Poller::new(
+        store.clone(),
+        me.id.clone(),
+        clock.clone(),
+        Arc::new(|_| None),
+    )
+    .with_lease(SignedDuration::from_mins(5));
     let held = poller.lease().await.unwrap().expect("a due trigger");
     let other = if held.trigger == "first" {
         "second"
