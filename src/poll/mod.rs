@@ -324,7 +324,7 @@ impl Poller {
             }
             if reports.is_empty() {
                 tokio::select! {
-                    _ = tokio::time::sleep(self.rest()) => {}
+                    _ = tokio::time::sleep(self.rest_until_due().await) => {}
                     _ = stop.changed() => {}
                 }
             }
@@ -337,6 +337,21 @@ impl Poller {
         let quarter = self.lease_for / 4;
         std::time::Duration::try_from(quarter.min(SignedDuration::from_secs(1)))
             .unwrap_or(std::time::Duration::from_secs(1))
+    }
+
+    /// How long to rest when nothing is due: until the next trigger falls due or the next lease
+    /// lapses (so a dead worker's trigger is taken over the moment its lease ends), at least
+    /// 10 ms and at most [`Poller::rest`].
+    async fn rest_until_due(&self) -> std::time::Duration {
+        let most = self.rest();
+        let next = match state::next_due(&self.store).await {
+            Ok(Some(at)) => at,
+            _ => return most,
+        };
+        let wait = self.clock.now().duration_until(next);
+        std::time::Duration::try_from(wait)
+            .unwrap_or_default()
+            .clamp(std::time::Duration::from_millis(10), most)
     }
 
     /// Renews `lease` every third of a lease until it is lost, then returns. A renewal that fails

@@ -389,6 +389,25 @@ pub async fn release_all(store: &Store, worker: &str, now: Timestamp) -> Result<
     released.await.map_err(|e| store.error(e))
 }
 
+/// When the next trigger of any workspace can be leased: the earliest of each trigger's next
+/// poll, or its lease's end when that is later. Unscoped and read-only: an idle poller's "when
+/// should I look again".
+pub(crate) async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
+    let found = async {
+        let mut tx = store.begin_unscoped_read().await?;
+        let rows = fetch_all!(
+            &mut tx,
+            "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END)
+             FROM trigger_state WHERE removed_at IS NULL",
+            [],
+            |r| r.try_get::<Option<DbTime>, _>(0)
+        )?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(rows.into_iter().next().flatten().map(|t| t.0))
+    };
+    found.await.map_err(|e| store.error(e))
+}
+
 /// How a poll ends for its trigger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settle {
