@@ -429,3 +429,75 @@ rules:
         "{text}"
     );
 }
+
+async fn a_poll_whose_lease_was_taken_over_stops_before_claiming_and_does_not_settle(url: &str) {
+    let sample = crate::support::TestSqlite::new();
+    crate::support::sample_source(&sample.url, 50).await;
+    let store = Store::open(url).await.unwrap();
+    store.migrate().await.unwrap();
+    let clock = Clock::fixed(crate::support::now());
+    versions::push(
+        &store,
+        WS,
+        rowfire::fixture::SAMPLE_DEFINITIONS,
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    let ago = SignedDuration::from_hours(24 * 120);
+    poll::rewind(&store, WS, "declined_charge", ago, clock.now())
+        .await
+        .unwrap();
+    let source = sample.url.clone();
+    let dsn: poll::DsnResolver = Arc::new(move |_| Some(source.clone()));
+    let second = SignedDuration::from_secs(1);
+    let a = Poller::new(store.clone(), "a", clock.clone(), dsn.clone()).with_lease(second);
+    let b = Poller::new(store.clone(), "b", clock.clone(), dsn.clone()).with_lease(second);
+    let mut held = Vec::new();
+    while let Some(lease) = a.lease().await.unwrap() {
+        held.push(lease);
+    }
+    let lease_a = held
+        .into_iter()
+        .find(|l| l.trigger == "declined_charge")
+        .unwrap();
+    // A stalls past its lease without renewing it; B takes the trigger over.
+    clock.advance(SignedDuration::from_secs(2));
+    let lease_b = b.lease().await.unwrap().expect("the lapsed lease");
+    assert!(lease_b.token > lease_a.token);
+    let (report, _) = a.poll(&lease_a).await;
+    assert_eq!(report.status, poll::PollStatus::LeaseLost, "{report}");
+    assert!(!report.settled);
+    assert_eq!(report.fired, 0, "no page was claimed under a lost lease");
+    let mut tx = store.begin(WS).await.unwrap();
+    let fired = rowfire::ledger::fires(&mut tx, WS, "billing_ticket", None)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(fired.is_empty());
+    // B's lease stands: its poll claims the window and settles.
+    let (report_b, outcome) = b.poll(&lease_b).await;
+    assert!(report_b.fired > 0, "{report_b}");
+    assert!(poll::settle(&store, &lease_b, &outcome).await.unwrap());
+}
+on_both_engines!(
+    a_poll_whose_lease_was_taken_over_stops_before_claiming_and_does_not_settle_,
+    a_poll_whose_lease_was_taken_over_stops_before_claiming_and_does_not_settle
+);
+
+#[test]
+fn a_trigger_lease_outside_one_second_to_an_hour_is_refused_with_the_bounds() {
+    for bad in ["0s", "500ms", "2h", "soon"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rowfire"))
+            .args(["worker", "--trigger-lease", bad])
+            .env("ROWFIRE_DATABASE_URL", "sqlite:///nonexistent/never.db")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("from 1s to 1h") || err.contains("is not a duration"),
+            "{bad}: {err}"
+        );
+    }
+}
