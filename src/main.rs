@@ -167,8 +167,9 @@ enum Command {
     /// (rows: `fired + already = matched`) and one line per rule (that rule's fires), then sends
     /// what is due and prints `deliveries: …`. With nothing due it says when each trigger next
     /// is (`--due-now` polls them all now); a failed poll makes it exit non-zero. Without it, the
-    /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
-    /// workers may share one PostgreSQL control plane. Outbound requests go only to public
+    /// worker runs until ctrl-c or SIGTERM, finishing the page and sends it holds and giving its
+    /// triggers back, due at once. Any number of workers may share one PostgreSQL control plane;
+    /// a worker that dies is taken over within its trigger lease. Outbound requests go only to public
     /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
     ///
     /// Example: rowfire worker --once

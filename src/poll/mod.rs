@@ -547,7 +547,10 @@ impl Poller {
         let (status, error) = match &result {
             Ok(()) => ("ok", None),
             Err(Halt::Failed(e)) => ("failed", Some(e.as_str())),
-            Err(Halt::LeaseLost) => ("failed", Some("the lease was lost; the poll stopped")),
+            Err(Halt::LeaseLost) => (
+                "stale",
+                Some("the lease was lost to another worker; this poll stopped without settling"),
+            ),
             Err(Halt::Stopping) => (
                 "failed",
                 Some("the worker stopped; the trigger was given back"),

@@ -77,10 +77,19 @@ pub struct WorkerSeen {
     pub stopped_at: Option<Timestamp>,
 }
 
-/// Records a worker as started and seen at `now`.
+/// How long a worker not seen is remembered.
+pub const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(24 * 7);
+
+/// Records a worker as started and seen at `now`, and forgets workers not seen for
+/// [`FORGET_AFTER`], so the table stays small however often workers restart.
 pub async fn register(store: &Store, worker: &WorkerId, now: Timestamp) -> Result<(), StoreError> {
     let done = async {
         let mut tx = store.begin_unscoped().await?;
+        execute!(
+            &mut tx,
+            "DELETE FROM worker WHERE last_seen_at < $1",
+            [DbTime(crate::store::earlier(now, FORGET_AFTER))]
+        )?;
         execute!(
             &mut tx,
             "INSERT INTO worker (id, host, pid, started_at, last_seen_at) VALUES ($1, $2, $3, $4, $5)
