@@ -95,6 +95,7 @@ async fn run(cli: Cli, config: Config) -> Result<ExitCode> {
             concurrency,
             poll_only,
             delivery_lease,
+            trigger_lease,
         } => {
             let opts = worker::WorkerOptions {
                 once,
@@ -102,6 +103,7 @@ async fn run(cli: Cli, config: Config) -> Result<ExitCode> {
                 concurrency: concurrency.max(1),
                 poll_only,
                 delivery_lease,
+                trigger_lease,
             };
             worker::worker(&config, opts).await
         }

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::definitions::versions::{self, InForceError};
+use crate::poll::workers::{self, WorkerId};
 use crate::poll::{self, DsnResolver, PollError, PollReport, Poller};
 use crate::secret::{self, MasterKey, SecretError, StoredSecretError};
 use crate::send::client::Client;
@@ -23,7 +24,7 @@ use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
 pub struct WorkerConfig {
     /// The workspace whose definitions are checked at start and made due by `poll_once`.
     pub workspace: String,
-    /// Names this process's pollers (`NAME:PID:N`), so a lease's holder can be found.
+    /// The host part of this process's worker id (`host:pid@start`), written into its leases.
     pub name: String,
     /// Pollers and senders (at least one of each).
     pub concurrency: usize,
@@ -32,6 +33,9 @@ pub struct WorkerConfig {
     pub listen: bool,
     /// How long a claimed delivery is held before another worker may take it over.
     pub delivery_lease: SignedDuration,
+    /// How long a trigger lease lasts; polls renew it as they work, and a worker that dies is
+    /// taken over within it.
+    pub trigger_lease: SignedDuration,
     /// Which addresses outbound requests may reach.
     pub egress: Policy,
     /// Opens credentials and stored source DSNs, or why it cannot.
@@ -54,6 +58,7 @@ impl WorkerConfig {
             concurrency: 1,
             listen: true,
             delivery_lease: sender::Config::default().lease,
+            trigger_lease: poll::DEFAULT_LEASE,
             egress: config.egress.clone().map_err(WorkerError::Egress)?,
             master_key: config.master_key.clone(),
             dsn: None,
@@ -98,6 +103,8 @@ pub struct Worker {
     clock: Clock,
     config: WorkerConfig,
     dsn: DsnResolver,
+    /// This process's id (host, pid, start time), written into every lease it takes.
+    me: WorkerId,
     pollers: Vec<Poller>,
     senders: Vec<Sender>,
 }
@@ -126,10 +133,11 @@ impl Worker {
             store.sync_clock(&clock).await?;
         }
         let concurrency = config.concurrency.max(1);
+        let me = WorkerId::new(&config.name, std::process::id(), clock.now());
         let pollers = (0..concurrency)
-            .map(|i| {
-                let name = format!("{}:{}:{i}", config.name, std::process::id());
-                Poller::new(store.clone(), name, clock.clone(), dsn.clone())
+            .map(|_| {
+                Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
+                    .with_lease(config.trigger_lease)
             })
             .collect();
         let senders = (0..concurrency)
@@ -148,6 +156,7 @@ impl Worker {
             clock,
             config,
             dsn,
+            me,
             pollers,
             senders,
         })
@@ -212,12 +221,20 @@ impl Worker {
     }
 
     /// Runs every poller and sender until `shutdown` resolves, then lets the polls and sends in
-    /// progress finish and settle. `on_report` hears every poll's report.
+    /// progress finish and settle, and gives back every trigger lease this worker still holds
+    /// (another worker polls those triggers at once). `on_report` hears every poll's report.
+    /// Returns how many leases were given back.
     pub async fn run_until(
         &self,
         shutdown: impl Future<Output = ()>,
         on_report: impl Fn(&PollReport) + Clone,
-    ) {
+    ) -> Result<u64, WorkerError> {
+        workers::register(&self.store, &self.me, self.clock.now()).await?;
+        let alive = tokio::spawn(workers::keep_alive(
+            self.store.clone(),
+            self.me.clone(),
+            self.clock.clone(),
+        ));
         if self.config.listen {
             self.store.listen_for_work().await;
         }
@@ -243,6 +260,8 @@ impl Worker {
         if let Some(resync) = resync {
             resync.abort();
         }
+        alive.abort();
+        Ok(workers::stopped(&self.store, &self.me, self.clock.now()).await?)
     }
 }
 

@@ -131,8 +131,9 @@ pub(crate) enum Command {
     /// (rows: `fired + already = matched`) and one line per rule (that rule's fires), then sends
     /// what is due and prints `deliveries: …`. With nothing due it says when each trigger next
     /// is (`--due-now` polls them all now); a failed poll makes it exit non-zero. Without it, the
-    /// worker runs until ctrl-c or SIGTERM, finishing the polls and sends it holds. Any number of
-    /// workers may share one PostgreSQL control plane. Outbound requests go only to public
+    /// worker runs until ctrl-c or SIGTERM, finishing the page and sends it holds and giving its
+    /// triggers back, due at once. Any number of workers may share one PostgreSQL control plane;
+    /// a worker that dies is taken over within its trigger lease. Outbound requests go only to public
     /// addresses unless ROWFIRE_EGRESS_ALLOW lists a range; ROWFIRE_MASTER_KEY opens credentials.
     ///
     /// Example: rowfire worker --once
@@ -154,6 +155,10 @@ pub(crate) enum Command {
         /// worker that dies mid-send delays its deliveries by at most this).
         #[arg(long, default_value = "60s", value_parser = parse_lease)]
         delivery_lease: jiff::SignedDuration,
+        /// How long a trigger lease lasts (1s to 1h); the poll renews it as it works, and a worker
+        /// that dies is taken over within it.
+        #[arg(long, default_value = "30s", value_parser = parse_trigger_lease)]
+        trigger_lease: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).
@@ -463,4 +468,18 @@ pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
         ));
     }
     Ok(at)
+}
+
+/// `--trigger-lease`: a duration from [`rowfire::poll::MIN_LEASE`] to [`rowfire::poll::MAX_LEASE`].
+pub(crate) fn parse_trigger_lease(s: &str) -> Result<SignedDuration, String> {
+    let (min, max) = (rowfire::poll::MIN_LEASE, rowfire::poll::MAX_LEASE);
+    let lease: SignedDuration = s
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration; use 30s, 2m or 1h"))?;
+    if lease < min || lease > max {
+        return Err(format!(
+            "the trigger lease must be from {min:#} to {max:#}, found {s}"
+        ));
+    }
+    Ok(lease)
 }

@@ -20,6 +20,7 @@ pub(crate) struct WorkerOptions {
     pub concurrency: usize,
     pub poll_only: bool,
     pub delivery_lease: SignedDuration,
+    pub trigger_lease: SignedDuration,
 }
 
 /// `rowfire worker`: runs until ctrl-c or SIGTERM, or with `--once` polls and sends once.
@@ -29,6 +30,7 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         concurrency: opts.concurrency,
         listen: !opts.poll_only,
         delivery_lease: opts.delivery_lease,
+        trigger_lease: opts.trigger_lease,
         ..WorkerConfig::from_config(config)?
     };
     let worker = Worker::new(store.clone(), Clock::system(), worker_config).await?;
@@ -49,7 +51,13 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         store.shown(),
         if opts.poll_only { ", poll-only" } else { "" }
     );
-    worker.run_until(shutdown, |r| print!("{r}")).await;
+    match worker.run_until(shutdown, |r| print!("{r}")).await {
+        Ok(0) => {}
+        Ok(n) => eprintln!("stopping: gave back {n} trigger lease(s)"),
+        Err(e) => eprintln!(
+            "warning: could not register this worker or give back its leases ({e}); they lapse within their lease"
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

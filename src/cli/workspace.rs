@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use jiff::SignedDuration;
+use jiff::{SignedDuration, Timestamp};
+use rowfire::clock::Clock;
 use rowfire::config::Config;
 use rowfire::definitions::versions;
 use rowfire::poll;
@@ -27,6 +28,10 @@ pub(crate) async fn migrate(config: &Config) -> Result<ExitCode> {
 /// `rowfire status`: halted or running, watermarks, next polls, last errors, modes, deliveries.
 pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
     let store = &open_store(config).await?;
+    // Lease expiries and due times are on the control plane's clock.
+    let clock = Clock::system();
+    store.sync_clock(&clock).await?;
+    let now = clock.now();
     let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
     match &ws.halted {
         Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
@@ -52,7 +57,11 @@ pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
             "  {:<trigger_w$} watermark {}  next poll {}  last error: {error}",
             t.trigger, t.watermark, t.next_poll_at
         );
+        for line in poll::workers::lease_lines(t, now) {
+            println!("  {:<trigger_w$}   {line}", "");
+        }
     }
+    print_workers(store, now).await?;
     println!("rules:");
     let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
     let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
@@ -131,4 +140,22 @@ pub(crate) fn keygen() -> ExitCode {
     eprintln!("Set it as ROWFIRE_MASTER_KEY wherever Rowfire runs and keep a copy somewhere safe:");
     eprintln!("secrets sealed under it cannot be opened without it.");
     ExitCode::SUCCESS
+}
+
+/// The `workers:` section of `status`: workers seen recently, with their last heartbeat.
+async fn print_workers(store: &Store, now: Timestamp) -> Result<()> {
+    let since = rowfire::store::earlier(now, poll::workers::RECENT);
+    let seen = poll::workers::recent(store, since).await?;
+    if seen.is_empty() {
+        println!(
+            "workers: none seen in the last {:#}; start one with `rowfire worker`",
+            poll::workers::RECENT
+        );
+        return Ok(());
+    }
+    println!("workers seen in the last {:#}:", poll::workers::RECENT);
+    for w in &seen {
+        println!("  {}", poll::workers::worker_line(w, now));
+    }
+    Ok(())
 }

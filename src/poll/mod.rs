@@ -2,9 +2,18 @@
 //! transaction open, claim each page's fires in one short transaction per page, and settle the
 //! lease with its fencing token. The watermark advances only past rows that were evaluated, and
 //! only when the whole window was.
+//!
+//! A trigger lease is short ([`DEFAULT_LEASE`]) and renewed while the poll works: in each page's
+//! claim transaction and by a heartbeat while the source is read. A poll that finds its lease
+//! lost stops at once without settling; a worker told to stop finishes the page it holds and
+//! gives the trigger back, due at once.
 
+mod keep;
 pub mod run;
 pub mod state;
+pub mod workers;
+
+use keep::{Halt, Stop, stopping};
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -22,10 +31,18 @@ use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, workspace};
 
 pub(crate) use state::reconcile;
-pub use state::{Lease, Settle, TriggerState, due_now, lease_due, list, rewind, settle};
+pub use state::{
+    Lease, Settle, TriggerState, due_now, lease_due, list, release_all, renew, rewind, settle,
+};
 
-/// Default trigger lease.
-pub const DEFAULT_LEASE: SignedDuration = SignedDuration::from_mins(5);
+/// Default trigger lease, renewed while the poll works.
+pub const DEFAULT_LEASE: SignedDuration = SignedDuration::from_secs(30);
+/// The shortest trigger lease a poller takes.
+pub const MIN_LEASE: SignedDuration = SignedDuration::from_secs(1);
+/// The longest trigger lease a poller takes.
+pub const MAX_LEASE: SignedDuration = SignedDuration::from_hours(1);
+/// A poll logs its progress every this many pages.
+pub const PROGRESS_EVERY_PAGES: u64 = 10;
 /// How soon a failed poll is retried.
 pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
@@ -89,6 +106,12 @@ pub enum PollStatus {
     Skipped(String),
     /// The poll failed; the watermark stays and the window is read again next time.
     Failed(String),
+    /// The lease was lost (taken over, or not renewed in time): the poll stopped at once and did
+    /// not settle; whoever holds the lease now reads the window.
+    LeaseLost,
+    /// The worker is stopping: the poll finished the page it held and gave the trigger back,
+    /// due at once, its watermark unmoved.
+    Stopped,
 }
 
 /// What one poll of one trigger did.
@@ -150,8 +173,16 @@ impl fmt::Display for PollReport {
             PollStatus::Ok => {}
             PollStatus::Skipped(why) => writeln!(f, "  skipped: {why}")?,
             PollStatus::Failed(why) => writeln!(f, "  failed: {why}")?,
+            PollStatus::LeaseLost => writeln!(
+                f,
+                "  stopped: the lease was lost to another worker, which reads this window again"
+            )?,
+            PollStatus::Stopped => writeln!(
+                f,
+                "  stopped: this worker is stopping; the trigger was given back, due now"
+            )?,
         }
-        if !self.settled {
+        if !self.settled && self.status != PollStatus::LeaseLost {
             writeln!(
                 f,
                 "  lease was taken over by another worker; this poll's settle changed nothing"
@@ -170,6 +201,7 @@ struct Plan<'a> {
     trigger: &'a crate::definitions::Trigger,
     rules: &'a [(&'a crate::definitions::Rule, Mode)],
     run_id: i64,
+    stop: Stop<'a>,
 }
 
 /// A poller: one worker's identity, its clock, and its connections.
@@ -203,6 +235,18 @@ impl Poller {
         self
     }
 
+    /// Takes trigger leases of `lease` (bounded to [`MIN_LEASE`]..=[`MAX_LEASE`]) instead of
+    /// [`DEFAULT_LEASE`]. A worker that dies is taken over within one lease.
+    pub fn with_lease(mut self, lease: SignedDuration) -> Poller {
+        self.lease_for = lease.clamp(MIN_LEASE, MAX_LEASE);
+        self
+    }
+
+    /// The trigger lease this poller takes.
+    pub fn lease_length(&self) -> SignedDuration {
+        self.lease_for
+    }
+
     /// Leases the most overdue trigger, if any is due.
     pub async fn lease(&self) -> Result<Option<Lease>, PollError> {
         Ok(lease_due(&self.store, &self.worker, self.clock.now(), self.lease_for).await?)
@@ -210,20 +254,36 @@ impl Poller {
 
     /// Polls every due trigger once: lease, poll, settle, until none is due.
     pub async fn poll_due(&self) -> Result<Vec<PollReport>, PollError> {
+        self.poll_due_until(None).await
+    }
+
+    /// [`Poller::poll_due`], stopping after the page in hand once `stop` turns true: that
+    /// trigger is given back, due at once, and no further one is leased.
+    async fn poll_due_until(&self, stop: Stop<'_>) -> Result<Vec<PollReport>, PollError> {
         let mut reports = Vec::new();
-        while let Some(lease) = self.lease().await? {
-            let (mut report, outcome) = self.poll(&lease).await;
-            report.settled = settle(&self.store, &lease, &outcome).await?;
-            if !report.settled {
-                tracing::warn!(trigger = %lease.trigger, token = lease.token, "stale settle ignored: the lease was taken over");
+        while !stopping(stop) {
+            let Some(lease) = self.lease().await? else {
+                break;
+            };
+            let (mut report, outcome) = self.poll_until(&lease, stop).await;
+            if report.status == PollStatus::LeaseLost {
+                // Not settled: the window is someone else's now.
+                report.settled = false;
+                tracing::warn!(trigger = %lease.trigger, token = lease.token, "lease lost mid-poll; stopped without settling");
+            } else {
+                report.settled = settle(&self.store, &lease, &outcome).await?;
+                if !report.settled {
+                    tracing::warn!(trigger = %lease.trigger, token = lease.token, "stale settle ignored: the lease was taken over");
+                }
             }
             reports.push(report);
         }
         Ok(reports)
     }
 
-    /// Polls due triggers until `stop` turns true, resting up to a second when nothing is due or
-    /// the control plane fails. A poll in progress finishes and settles before the loop ends.
+    /// Polls due triggers until `stop` turns true, resting up to a second (at most a quarter
+    /// lease) when nothing is due or the control plane fails. When `stop` turns true, a poll in
+    /// progress finishes the page it holds and gives its trigger back, due at once.
     pub async fn run_until(
         &self,
         mut stop: tokio::sync::watch::Receiver<bool>,
@@ -232,7 +292,7 @@ impl Poller {
         while !*stop.borrow() {
             // A control plane that is down or restarting delays work; the worker waits it out
             // instead of exiting, and leases it held lapse and are taken over.
-            let reports = match self.poll_due().await {
+            let reports = match self.poll_due_until(Some(&stop)).await {
                 Ok(reports) => reports,
                 Err(e) => {
                     tracing::error!(error = %e, "polling failed; retrying in a second");
@@ -244,7 +304,7 @@ impl Poller {
             }
             if reports.is_empty() {
                 tokio::select! {
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(self.rest_until_due().await) => {}
                     _ = stop.changed() => {}
                 }
             }
@@ -254,6 +314,10 @@ impl Poller {
     /// Polls one leased trigger and says how to settle it. Never settles by itself, so a test
     /// can play a worker that dies before settling.
     pub async fn poll(&self, lease: &Lease) -> (PollReport, Settle) {
+        self.poll_until(lease, None).await
+    }
+
+    async fn poll_until(&self, lease: &Lease, stop: Stop<'_>) -> (PollReport, Settle) {
         let mut report = PollReport {
             trigger: lease.trigger.clone(),
             window: None,
@@ -267,7 +331,7 @@ impl Poller {
             status: PollStatus::Ok,
             settled: true,
         };
-        let result = self.evaluate(lease, &mut report).await;
+        let result = self.evaluate(lease, &mut report, stop).await;
         let now = self.clock.now();
         let outcome = match result {
             Ok(Some(until)) => Settle {
@@ -282,7 +346,27 @@ impl Poller {
                 error: None,
                 now,
             },
-            Err(message) => {
+            Err(Halt::LeaseLost) => {
+                report.status = PollStatus::LeaseLost;
+                report.settled = false;
+                // Never applied by the poller; a caller that settles with it changes nothing.
+                Settle {
+                    watermark: None,
+                    next_poll_at: now,
+                    error: None,
+                    now,
+                }
+            }
+            Err(Halt::Stopping) => {
+                report.status = PollStatus::Stopped;
+                Settle {
+                    watermark: None,
+                    next_poll_at: now,
+                    error: None,
+                    now,
+                }
+            }
+            Err(Halt::Failed(message)) => {
                 report.status = PollStatus::Failed(message.clone());
                 let retry = lease.poll_interval.min(RETRY_AFTER_FAILURE);
                 Settle {
@@ -301,9 +385,10 @@ impl Poller {
         &self,
         lease: &Lease,
         report: &mut PollReport,
-    ) -> Result<Option<Timestamp>, String> {
+        stop: Stop<'_>,
+    ) -> Result<Option<Timestamp>, Halt> {
         if let Some(problem) = &lease.problem {
-            return Err(problem.clone());
+            return Err(Halt::Failed(problem.clone()));
         }
         let ws = &lease.workspace;
         let store = &self.store;
@@ -362,20 +447,20 @@ impl Poller {
         let def = defs
             .source(&trigger.source)
             .expect("validated: every trigger's source exists");
-        let result = self
-            .read_and_claim(
-                &Plan {
-                    lease,
-                    defs: &defs,
-                    trigger,
-                    rules: &rules,
-                    run_id,
-                },
-                def,
-                window,
-                report,
-            )
-            .await;
+        let plan = Plan {
+            lease,
+            defs: &defs,
+            trigger,
+            rules: &rules,
+            run_id,
+            stop,
+        };
+        // The heartbeat renews the lease while the source is read; if it finds the lease lost,
+        // the read is dropped at once (a claim in progress rolls back).
+        let result = tokio::select! {
+            r = self.read_and_claim(&plan, def, window, report) => r,
+            lost = self.heartbeat(lease) => Err(lost),
+        };
         let counts = run::RunCounts {
             matched: report.matched,
             fired: report.fired,
@@ -391,7 +476,15 @@ impl Poller {
         };
         let (status, error) = match &result {
             Ok(()) => ("ok", None),
-            Err(e) => ("failed", Some(e.as_str())),
+            Err(Halt::Failed(e)) => ("failed", Some(e.as_str())),
+            Err(Halt::LeaseLost) => (
+                "stale",
+                Some("the lease was lost to another worker; this poll stopped without settling"),
+            ),
+            Err(Halt::Stopping) => (
+                "failed",
+                Some("the worker stopped; the trigger was given back"),
+            ),
         };
         run::finish(store, ws, run_id, status, &counts, error, self.clock.now())
             .await
@@ -405,8 +498,11 @@ impl Poller {
         def: &SourceDef,
         window: Window,
         report: &mut PollReport,
-    ) -> Result<(), String> {
+    ) -> Result<(), Halt> {
         let (lease, trigger) = (plan.lease, plan.trigger);
+        if stopping(plan.stop) {
+            return Err(Halt::Stopping);
+        }
         let source = self.source(&lease.workspace, def).await?;
         // The guard, then the columns: a missing key column fails the poll loudly instead of
         // skipping every row.
@@ -419,15 +515,31 @@ impl Poller {
             .read_window(&query, shape, window)
             .await
             .map_err(|e| e.to_string())?;
+        let mut pages = 0u64;
         while let Some(page) = reader.next_page().await.map_err(|e| e.to_string())? {
             // The source read is done for this page; only now open a control-plane transaction.
-            let fired_rows = self
-                .claim_page(plan, &page, report)
-                .await
-                .map_err(|e| e.to_string())?;
+            let claimed = self.claim_page(plan, &page, report).await;
+            let fired_rows = match claimed {
+                Ok(n) => n,
+                Err(e) => {
+                    reader.finish().await;
+                    return Err(e);
+                }
+            };
             report.matched += page.len() as u64;
             report.fired += fired_rows as u64;
             report.already += (page.len() - fired_rows) as u64;
+            pages += 1;
+            if pages.is_multiple_of(PROGRESS_EVERY_PAGES) {
+                tracing::info!(trigger = %lease.trigger, pages, rows = report.matched, "poll in progress; lease renewed");
+            }
+            if stopping(plan.stop) {
+                // The page in hand is claimed; the rest of the window is read again by the
+                // worker that takes the trigger next.
+                reader.finish().await;
+                tracing::info!(trigger = %lease.trigger, pages, "stopping: giving the trigger back");
+                return Err(Halt::Stopping);
+            }
         }
         reader.finish().await;
         report.null_keys = source
@@ -445,20 +557,24 @@ impl Poller {
         Ok(())
     }
 
-    /// Claims one page for every rule; returns how many rows fired for at least one rule.
+    /// Claims one page for every rule; returns how many rows fired for at least one rule. Each
+    /// transaction first renews the lease (by fencing token); if the lease is lost, it changes
+    /// nothing and the poll stops.
     async fn claim_page(
         &self,
         plan: &Plan<'_>,
         page: &[crate::row::Row],
         report: &mut PollReport,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<usize, Halt> {
         let Plan {
             lease,
             defs,
             trigger,
             rules,
             run_id,
+            stop: _,
         } = *plan;
+        let failed = |e: sqlx::Error| Halt::Failed(self.store.error(e).to_string());
         let now = self.clock.now();
         let slices: Vec<std::ops::Range<usize>> = match self.style {
             ClaimStyle::Batched => std::iter::once(0..page.len()).collect(),
@@ -467,7 +583,20 @@ impl Poller {
         let mut fired_rows = HashSet::new();
         let mut queued = 0;
         for range in slices {
-            let mut tx = self.store.begin(&lease.workspace).await?;
+            let mut tx = self
+                .store
+                .begin(&lease.workspace)
+                .await
+                .map_err(|e| Halt::Failed(e.to_string()))?;
+            let until = crate::store::later(self.clock.now(), self.lease_for);
+            if !state::renew_in(&mut tx, lease, until)
+                .await
+                .map_err(failed)?
+            {
+                let _ = tx.rollback().await;
+                tracing::warn!(trigger = %lease.trigger, token = lease.token, "the lease was taken over; stopping this poll before its next claim");
+                return Err(Halt::LeaseLost);
+            }
             let queued_before = queued;
             for (slot, (rule, mode)) in rules.iter().enumerate() {
                 let claim = Claim {
@@ -480,7 +609,7 @@ impl Poller {
                 };
                 let claimed = ledger::claim(&mut tx, claim, &page[range.clone()])
                     .await
-                    .map_err(|e| self.store.error(e))?;
+                    .map_err(failed)?;
                 report.rules[slot].fired += claimed.fires.len() as u64;
                 report.rules[slot].already += claimed.already;
                 fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
@@ -499,15 +628,13 @@ impl Poller {
                         now,
                     )
                     .await
-                    .map_err(|e| self.store.error(e))?;
+                    .map_err(failed)?;
                 }
             }
             if queued > queued_before {
-                crate::outbox::announce(&mut tx)
-                    .await
-                    .map_err(|e| self.store.error(e))?;
+                crate::outbox::announce(&mut tx).await.map_err(failed)?;
             }
-            tx.commit().await.map_err(|e| self.store.error(e))?;
+            tx.commit().await.map_err(failed)?;
         }
         if queued > 0 {
             self.store.wake();

@@ -27,6 +27,48 @@ pub struct TriggerState {
     /// A stored instant that cannot be read or lies outside the range the control plane keeps,
     /// with the command that repairs it; `watermark` and `next_poll_at` are then placeholders.
     pub problem: Option<String>,
+    /// How often it is polled.
+    pub poll_interval: SignedDuration,
+    /// The worker holding its lease (a [`super::workers::WorkerId`]), while one does.
+    pub lease_holder: Option<String>,
+    /// When that lease lapses unless renewed.
+    pub lease_expires_at: Option<Timestamp>,
+    /// How long its last lease was taken for (None before the first lease).
+    pub lease_for: Option<SignedDuration>,
+    /// When a poll last settled it.
+    pub last_polled_at: Option<Timestamp>,
+}
+
+impl TriggerState {
+    /// How long it has been due at `now` (None when it is not due, or its state is unreadable).
+    pub fn due_for(&self, now: Timestamp) -> Option<SignedDuration> {
+        if self.problem.is_some() || self.next_poll_at > now {
+            return None;
+        }
+        Some(self.next_poll_at.duration_until(now))
+    }
+
+    /// How long it may stay due before something is wrong: its lease (as last taken, else
+    /// [`super::DEFAULT_LEASE`]) plus its poll interval.
+    pub fn overdue_after(&self) -> SignedDuration {
+        self.lease_for
+            .unwrap_or(super::DEFAULT_LEASE)
+            .saturating_add(self.poll_interval)
+    }
+
+    /// True when it has been due longer than [`TriggerState::overdue_after`] at `now`: no worker
+    /// has polled it for longer than a lease and a poll interval.
+    pub fn overdue(&self, now: Timestamp) -> bool {
+        self.due_for(now).is_some_and(|d| d > self.overdue_after())
+    }
+
+    /// The lease's holder and expiry, while the lease is live at `now`.
+    pub fn held(&self, now: Timestamp) -> Option<(&str, Timestamp)> {
+        match (&self.lease_holder, self.lease_expires_at) {
+            (Some(holder), Some(until)) if until > now => Some((holder.as_str(), until)),
+            _ => None,
+        }
+    }
 }
 
 /// Checks an instant read from `trigger_state`: unreadable or outside [`DbTime::EARLIEST`,
@@ -37,6 +79,14 @@ fn stored(column: &str, got: Result<DbTime, sqlx::Error>) -> Result<Timestamp, S
         Ok(t) => Err(format!("its stored {column} {} is out of range", t.0)),
         Err(_) => Err(format!("its stored {column} cannot be read")),
     }
+}
+
+/// An optional stored instant; unreadable or out of range reads as absent (it is only shown).
+fn optional_time(got: Result<Option<DbTime>, sqlx::Error>) -> Option<Timestamp> {
+    got.ok()
+        .flatten()
+        .map(|t| t.0)
+        .filter(|t| DbTime::in_range(*t))
 }
 
 /// The advice for a trigger whose stored state is out of range.
@@ -148,7 +198,9 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
-        "SELECT trigger_name, source_name, watermark, next_poll_at, last_error, removed_at FROM trigger_state WHERE workspace_id = $1 ORDER BY trigger_name",
+        "SELECT trigger_name, source_name, watermark, next_poll_at, last_error, removed_at,
+             poll_interval_ms, lease_owner, lease_expires_at, lease_ms, last_polled_at
+         FROM trigger_state WHERE workspace_id = $1 ORDER BY trigger_name",
         [workspace],
         |r| {
             let trigger: String = r.try_get(0)?;
@@ -163,7 +215,18 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
                 watermark: watermark.unwrap_or(DbTime::EARLIEST),
                 next_poll_at: next_poll_at.unwrap_or(DbTime::EARLIEST),
                 last_error: r.try_get(4)?,
-                removed_at: r.try_get::<Option<DbTime>, _>(5).ok().flatten().map(|t| t.0),
+                removed_at: r
+                    .try_get::<Option<DbTime>, _>(5)
+                    .ok()
+                    .flatten()
+                    .map(|t| t.0),
+                poll_interval: stored_interval(r.try_get(6)?, limits::MAX_POLL_INTERVAL),
+                lease_holder: r.try_get(7)?,
+                lease_expires_at: optional_time(r.try_get::<Option<DbTime>, _>(8)),
+                lease_for: r
+                    .try_get::<Option<i64>, _>(9)?
+                    .map(|ms| stored_interval(ms, super::MAX_LEASE)),
+                last_polled_at: optional_time(r.try_get::<Option<DbTime>, _>(10)),
                 trigger,
                 problem,
             })
@@ -204,7 +267,7 @@ const LEASE_PG: &str = "WITH due AS MATERIALIZED (
         SELECT workspace_id, trigger_name FROM trigger_state
         WHERE removed_at IS NULL AND next_poll_at <= $2 AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
         ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-    UPDATE trigger_state AS t SET lease_owner = $1, lease_expires_at = $3, fencing_token = t.fencing_token + 1
+    UPDATE trigger_state AS t SET lease_owner = $1, lease_expires_at = $3, lease_ms = $4, fencing_token = t.fencing_token + 1
     FROM due WHERE t.workspace_id = due.workspace_id AND t.trigger_name = due.trigger_name
     RETURNING t.workspace_id, t.trigger_name, t.fencing_token, t.watermark, t.origin, t.lookback_ms, t.poll_interval_ms";
 
@@ -213,7 +276,7 @@ const LEASE_SQLITE: &str = "WITH due AS MATERIALIZED (
         SELECT workspace_id, trigger_name FROM trigger_state
         WHERE removed_at IS NULL AND next_poll_at <= $2 AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
         ORDER BY next_poll_at LIMIT 1)
-    UPDATE trigger_state SET lease_owner = $1, lease_expires_at = $3, fencing_token = fencing_token + 1
+    UPDATE trigger_state SET lease_owner = $1, lease_expires_at = $3, lease_ms = $4, fencing_token = fencing_token + 1
     WHERE (workspace_id, trigger_name) IN (SELECT workspace_id, trigger_name FROM due)
     RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms";
 
@@ -235,7 +298,12 @@ pub async fn lease_due(
         let rows = fetch_all!(
             &mut tx,
             sql,
-            [worker, DbTime(now), DbTime(expires_at)],
+            [
+                worker,
+                DbTime(now),
+                DbTime(expires_at),
+                lease_for.as_millis() as i64
+            ],
             |r| {
                 let trigger: String = r.try_get(1)?;
                 let watermark = stored("watermark", r.try_get::<DbTime, _>(3));
@@ -262,6 +330,82 @@ pub async fn lease_due(
         Ok::<_, sqlx::Error>(rows.into_iter().next())
     };
     leased.await.map_err(|e| store.error(e))
+}
+
+/// Renews a lease inside `tx` until `until`, matched by its fencing token and holder. False,
+/// changing nothing, when the lease was taken over or given back: the poll must stop.
+pub(crate) async fn renew_in(
+    tx: &mut StoreTx,
+    lease: &Lease,
+    until: Timestamp,
+) -> Result<bool, sqlx::Error> {
+    let changed = execute!(
+        tx,
+        "UPDATE trigger_state SET lease_expires_at = $4
+         WHERE workspace_id = $1 AND trigger_name = $2 AND fencing_token = $3 AND lease_owner = $5",
+        [
+            &lease.workspace,
+            &lease.trigger,
+            lease.token,
+            DbTime(until),
+            &lease.worker
+        ]
+    )?;
+    Ok(changed == 1)
+}
+
+/// Renews a lease until `now + lease_for` in a transaction of its own (the heartbeat of a poll
+/// whose source read is slow). False when the lease was lost.
+pub async fn renew(
+    store: &Store,
+    lease: &Lease,
+    now: Timestamp,
+    lease_for: SignedDuration,
+) -> Result<bool, StoreError> {
+    let until = crate::store::later(now, lease_for);
+    let mut tx = store.begin(&lease.workspace).await?;
+    let renewed = renew_in(&mut tx, lease, until)
+        .await
+        .map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(renewed)
+}
+
+/// Gives back every trigger lease `worker` still holds, in any workspace: each lapses at `now`
+/// and its trigger stays due, so another worker polls it at once. Watermarks stay. Returns how
+/// many were given back. Part of a worker's clean stop; unscoped, like the lease itself.
+pub async fn release_all(store: &Store, worker: &str, now: Timestamp) -> Result<u64, StoreError> {
+    let released = async {
+        let mut tx = store.begin_unscoped().await?;
+        let n = execute!(
+            &mut tx,
+            "UPDATE trigger_state SET lease_owner = NULL, lease_expires_at = $2
+             WHERE lease_owner = $1 AND lease_expires_at > $2",
+            [worker, DbTime(now)]
+        )?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(n)
+    };
+    released.await.map_err(|e| store.error(e))
+}
+
+/// When the next trigger of any workspace can be leased: the earliest of each trigger's next
+/// poll, or its lease's end when that is later. Unscoped and read-only: an idle poller's "when
+/// should I look again".
+pub(crate) async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
+    let found = async {
+        let mut tx = store.begin_unscoped_read().await?;
+        let rows = fetch_all!(
+            &mut tx,
+            "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END)
+             FROM trigger_state WHERE removed_at IS NULL",
+            [],
+            |r| r.try_get::<Option<DbTime>, _>(0)
+        )?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(rows.into_iter().next().flatten().map(|t| t.0))
+    };
+    found.await.map_err(|e| store.error(e))
 }
 
 /// How a poll ends for its trigger.

@@ -57,6 +57,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0005_unreadable_clocks.sql"),
         include_str!("../../migrations/sqlite/0005_unreadable_clocks.sql"),
     ),
+    (
+        6,
+        "worker_leases",
+        include_str!("../../migrations/postgres/0006_worker_leases.sql"),
+        include_str!("../../migrations/sqlite/0006_worker_leases.sql"),
+    ),
 ];
 
 /// A value bound to a statement whose number of binds is known only at run time.

@@ -77,8 +77,11 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
     poll::rewind(&store, WS, "declined_charge", ago, at)
         .await
         .unwrap();
-    let behind_poller = Poller::new(store.clone(), "behind", behind.clone(), dsn.clone());
-    let ahead_poller = Poller::new(store.clone(), "ahead", ahead.clone(), dsn.clone());
+    let five_minutes = SignedDuration::from_mins(5);
+    let behind_poller =
+        Poller::new(store.clone(), "behind", behind.clone(), dsn.clone()).with_lease(five_minutes);
+    let ahead_poller =
+        Poller::new(store.clone(), "ahead", ahead.clone(), dsn.clone()).with_lease(five_minutes);
     let held = behind_poller.lease().await.unwrap().expect("a due trigger");
     assert_eq!(held.trigger, "declined_charge");
     for clock in [&behind, &ahead] {

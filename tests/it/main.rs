@@ -30,3 +30,5 @@ mod undeclared;
 mod url_safety;
 mod webhooks;
 mod worker;
+mod worker_chaos;
+mod worker_leases;

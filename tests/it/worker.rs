@@ -37,6 +37,7 @@ fn config(source_url: String, key: MasterKey) -> WorkerConfig {
         concurrency: 2,
         listen: true,
         delivery_lease: SignedDuration::from_secs(60),
+        trigger_lease: rowfire::poll::DEFAULT_LEASE,
         egress: Policy::parse("127.0.0.1", false).unwrap(),
         master_key: Ok(key),
         dsn: Some(Arc::new(move |_| Some(source_url.clone()))),
@@ -79,7 +80,8 @@ async fn a_worker_polls_and_sends_until_idle_and_stops_when_its_shutdown_resolve
     // A guard, not a wait: the run ends as soon as the worker is idle.
     tokio::time::timeout(Duration::from_secs(60), run)
         .await
-        .expect("the worker stops once idle and asked to");
+        .expect("the worker stops once idle and asked to")
+        .expect("the worker registers and gives its leases back");
 
     assert_eq!(fired.load(Ordering::SeqCst), u64::from(ROWS));
     let mut ids: Vec<String> = receiver
