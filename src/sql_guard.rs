@@ -501,4 +501,6 @@ pub use render::{
 mod tests;
 
 #[cfg(test)]
+mod admission_tests;
+#[cfg(test)]
 mod allowlist_tests;

@@ -9,6 +9,7 @@
 //! gives the trigger back, due at once.
 
 mod keep;
+mod report;
 pub mod run;
 pub mod state;
 pub mod workers;
@@ -16,7 +17,6 @@ pub mod workers;
 use keep::{Halt, Stop, stopping};
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -30,6 +30,7 @@ use crate::source::Source;
 use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, workspace};
 
+pub use report::{PollReport, PollStatus, RulePoll};
 pub(crate) use state::reconcile;
 pub use state::{
     Lease, Settle, TriggerState, due_now, lease_due, list, release_all, renew, rewind, settle,
@@ -82,114 +83,6 @@ pub enum PollError {
     /// The control plane failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// One rule's part of a poll.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RulePoll {
-    /// The rule.
-    pub rule: String,
-    /// The mode it claimed in.
-    pub mode: Mode,
-    /// Fires it made.
-    pub fired: u64,
-    /// Rows whose bucket it had already claimed.
-    pub already: u64,
-}
-
-/// How a poll ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PollStatus {
-    /// The whole window was evaluated.
-    Ok,
-    /// Nothing was read (halted workspace, no rules); the watermark stays.
-    Skipped(String),
-    /// The poll failed; the watermark stays and the window is read again next time.
-    Failed(String),
-    /// The lease was lost (taken over, or not renewed in time): the poll stopped at once and did
-    /// not settle; whoever holds the lease now reads the window.
-    LeaseLost,
-    /// The worker is stopping: the poll finished the page it held and gave the trigger back,
-    /// due at once, its watermark unmoved.
-    Stopped,
-}
-
-/// What one poll of one trigger did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PollReport {
-    /// The trigger.
-    pub trigger: String,
-    /// The window read.
-    pub window: Option<Window>,
-    /// Rows read in the window.
-    pub matched: u64,
-    /// Rows that made at least one new fire (any rule); `fired + already = matched`.
-    pub fired: u64,
-    /// Rows that fired for no rule.
-    pub already: u64,
-    /// Rows in the window with a NULL key.
-    pub null_keys: u64,
-    /// Rows with a NULL clock (whole query).
-    pub null_clocks: u64,
-    /// Rows whose clock is not a time (whole query), with one of them.
-    pub unreadable_clocks: crate::source::UnreadableClocks,
-    /// Per rule.
-    pub rules: Vec<RulePoll>,
-    /// How it ended.
-    pub status: PollStatus,
-    /// False when the lease had been taken over and the settle changed nothing.
-    pub settled: bool,
-}
-
-impl fmt::Display for PollReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{}: matched={} fired={} already={}",
-            self.trigger, self.matched, self.fired, self.already
-        )?;
-        for r in &self.rules {
-            writeln!(
-                f,
-                "  {} {} fired={} already={}",
-                r.rule, r.mode, r.fired, r.already
-            )?;
-        }
-        if self.null_keys + self.null_clocks + self.unreadable_clocks.rows > 0 {
-            writeln!(
-                f,
-                "  not fired: {} row(s) with a NULL key, {} with a NULL clock, {} with an unreadable clock",
-                self.null_keys, self.null_clocks, self.unreadable_clocks.rows
-            )?;
-        }
-        if let Some(e) = &self.unreadable_clocks.example {
-            writeln!(
-                f,
-                "  unreadable clock: e.g. {:?} (key {}); write the clock as a time, or cast it in the SQL",
-                e.clock, e.key
-            )?;
-        }
-        match &self.status {
-            PollStatus::Ok => {}
-            PollStatus::Skipped(why) => writeln!(f, "  skipped: {why}")?,
-            PollStatus::Failed(why) => writeln!(f, "  failed: {why}")?,
-            PollStatus::LeaseLost => writeln!(
-                f,
-                "  stopped: the lease was lost to another worker, which reads this window again"
-            )?,
-            PollStatus::Stopped => writeln!(
-                f,
-                "  stopped: this worker is stopping; the trigger was given back, due now"
-            )?,
-        }
-        if !self.settled && self.status != PollStatus::LeaseLost {
-            writeln!(
-                f,
-                "  lease was taken over by another worker; this poll's settle changed nothing"
-            )?;
-        }
-        Ok(())
-    }
 }
 
 /// What one poll works on: its lease, the definitions in force, the trigger and its rules with
