@@ -135,6 +135,20 @@ pub struct Column {
     pub type_name: String,
 }
 
+impl Column {
+    /// The output columns of a statement the driver prepared, on either engine.
+    fn list<C: sqlx::Column>(columns: &[C]) -> Vec<Column> {
+        use sqlx::TypeInfo;
+        columns
+            .iter()
+            .map(|c| Column {
+                name: c.name().to_string(),
+                type_name: c.type_info().name().to_string(),
+            })
+            .collect()
+    }
+}
+
 /// Rows whose clock cannot be read as a time, and one of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UnreadableClocks {

@@ -237,14 +237,7 @@ impl PgSession {
     pub(super) async fn describe(&mut self, sql: &str) -> Result<Vec<Column>, PgFail> {
         let described = guarded!(self, |conn| conn
             .prepare(AssertSqlSafe(sql.to_string()).into_sql_str()))?;
-        Ok(described
-            .columns()
-            .iter()
-            .map(|c| Column {
-                name: c.name().to_string(),
-                type_name: c.type_info().name().to_string(),
-            })
-            .collect())
+        Ok(Column::list(described.columns()))
     }
 
     /// Sets the transaction's limits again: the statement before may have changed them with

@@ -114,14 +114,7 @@ pub(super) async fn columns(
     let alarm = arm_timeout(&mut conn, timeout).await?;
     bound(rendered).fetch_all(&mut *conn).await?;
     drop(alarm);
-    Ok(described
-        .columns()
-        .iter()
-        .map(|c| Column {
-            name: c.name().to_string(),
-            type_name: c.type_info().name().to_string(),
-        })
-        .collect())
+    Ok(Column::list(described.columns()))
 }
 
 pub(super) async fn count(
