@@ -6,16 +6,13 @@
 use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use crate::cadence::{self, Cadence, Placement};
 use crate::definitions::{Rule, Trigger};
 use crate::row::Row;
 use crate::rules::Mode;
-use crate::store::{Arg, DbTime, StoreTx, fetch_all, sqlite_sql, values_list};
-
-/// Rows per multi-row statement on SQLite (each fire takes 10 binds); PostgreSQL takes arrays.
-const CHUNK: usize = 1_000;
+use crate::store::batch::{Rows, fetch_with_rows};
+use crate::store::{Arg, DbTime, StoreTx, fetch_all};
 
 /// Who claims, for what, and when.
 #[derive(Debug, Clone, Copy)]
@@ -97,41 +94,18 @@ async fn count_occurrences(
     sorted.sort_by(|a, b| (&a.1, &a.2).cmp(&(&b.1, &b.2)));
     let keys: Vec<String> = sorted.iter().map(|(_, k, _)| k.clone()).collect();
     let ids: Vec<String> = sorted.iter().map(|(_, _, id)| id.clone()).collect();
-    let new: HashSet<(String, String)> = match tx {
-        // PostgreSQL: the whole batch as arrays, one statement.
-        StoreTx::Postgres(t) => sqlx::query(
-            "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id)
-             SELECT $1, $2, $3, u.k, u.o FROM unnest($4::text[], $5::text[]) AS u(k, o)
-             ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
-        )
-        .bind(claim.workspace)
-        .bind(&claim.rule.name)
-        .bind(claim.mode.to_string())
-        .bind(&keys)
-        .bind(&ids)
-        .fetch_all(&mut **t)
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect::<Result<_, sqlx::Error>>()?,
-        StoreTx::Sqlite(_) => {
-            let rows = keys.iter().zip(&ids).map(|(key, id)| {
-                let mut row = fixed(&claim);
-                row.extend([Arg::Text(key.clone()), Arg::Text(id.clone())]);
-                row
-            });
-            sqlite_values(
-                tx,
-                "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id)",
-                "ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
-                rows.collect(),
-                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
-            )
-            .await?
-            .into_iter()
-            .collect()
-        }
-    };
+    let new: HashSet<(String, String)> = fetch_with_rows(
+        tx,
+        &Rows::new().text("k", keys).text("o", ids),
+        &fixed(&claim),
+        "INSERT INTO occurrence (workspace_id, rule_name, mode, dedup_key, occurrence_id)
+         SELECT $1, $2, $3, u.k, u.o FROM u WHERE true
+         ON CONFLICT DO NOTHING RETURNING dedup_key, occurrence_id",
+        |r| Ok((r.try_get("dedup_key")?, r.try_get("occurrence_id")?)),
+    )
+    .await?
+    .into_iter()
+    .collect();
     unique.retain(|(_, k, id)| new.contains(&(k.clone(), id.clone())));
     // New occurrences per key, in clock (page) order.
     let mut per_key: Vec<(String, Vec<usize>)> = Vec::new();
@@ -146,42 +120,19 @@ async fn count_occurrences(
     per_key.sort_by(|a, b| a.0.cmp(&b.0));
     let keys: Vec<String> = per_key.iter().map(|(k, _)| k.clone()).collect();
     let counts: Vec<i64> = per_key.iter().map(|(_, rows)| rows.len() as i64).collect();
-    let totals: HashMap<String, i64> = match tx {
-        StoreTx::Postgres(t) => sqlx::query(
-            "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count)
-             SELECT $1, $2, $3, u.k, u.n FROM unnest($4::text[], $5::bigint[]) AS u(k, n)
-             ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count
-             RETURNING dedup_key, count",
-        )
-        .bind(claim.workspace)
-        .bind(&claim.rule.name)
-        .bind(claim.mode.to_string())
-        .bind(&keys)
-        .bind(&counts)
-        .fetch_all(&mut **t)
-        .await?
-        .iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-        .collect::<Result<_, sqlx::Error>>()?,
-        StoreTx::Sqlite(_) => {
-            let rows = keys.iter().zip(&counts).map(|(key, n)| {
-                let mut row = fixed(&claim);
-                row.extend([Arg::Text(key.clone()), Arg::Int(*n)]);
-                row
-            });
-            sqlite_values(
-                tx,
-                "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count)",
-                "ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count \
-                 RETURNING dedup_key, count",
-                rows.collect(),
-                |r| Ok((r.try_get(0)?, r.try_get(1)?)),
-            )
-            .await?
-            .into_iter()
-            .collect()
-        }
-    };
+    let totals: HashMap<String, i64> = fetch_with_rows(
+        tx,
+        &Rows::new().text("k", keys).int("n", counts),
+        &fixed(&claim),
+        "INSERT INTO occurrence_count (workspace_id, rule_name, mode, dedup_key, count)
+         SELECT $1, $2, $3, u.k, u.n FROM u WHERE true
+         ON CONFLICT (workspace_id, rule_name, mode, dedup_key) DO UPDATE SET count = occurrence_count.count + excluded.count
+         RETURNING dedup_key, count",
+        |r| Ok((r.try_get("dedup_key")?, r.try_get("count")?)),
+    )
+    .await?
+    .into_iter()
+    .collect();
     let mut nth = Vec::new();
     for (key, rows) in per_key {
         let total = totals.get(&key).copied().unwrap_or(rows.len() as i64) as u64;
@@ -213,67 +164,29 @@ async fn insert_fires(
         .iter()
         .map(|((k, b), i)| ((k.as_str(), b.as_str()), *i))
         .collect();
-    let returned: Vec<(i64, String, String)> = match tx {
-        // PostgreSQL: the whole batch as arrays, one statement.
-        StoreTx::Postgres(t) => {
-            let keys: Vec<&str> = batch.iter().map(|((k, _), _)| k.as_str()).collect();
-            let buckets: Vec<&str> = batch.iter().map(|((_, b), _)| b.as_str()).collect();
-            let clocks: Vec<jiff_sqlx::Timestamp> = batch
-                .iter()
-                .map(|(_, i)| rows[*i].clock.expect("a claimed row has a clock").into())
-                .collect();
-            let json: Vec<String> = batch
-                .iter()
-                .map(|(_, i)| rows[*i].to_json().to_string())
-                .collect();
-            sqlx::query(
-                "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at)
-                 SELECT $1, $2, $3, u.k, u.b, $4, u.c, u.r, $5, $6
-                 FROM unnest($7::text[], $8::text[], $9::timestamptz[], $10::text[]) AS u(k, b, c, r)
-                 ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING
-                 RETURNING id, dedup_key, dedup_bucket",
-            )
-            .bind(claim.workspace)
-            .bind(&claim.rule.name)
-            .bind(claim.mode.to_string())
-            .bind(&claim.trigger.name)
-            .bind(claim.run_id.unwrap_or(0))
-            .bind(DbTime(claim.now))
-            .bind(&keys)
-            .bind(&buckets)
-            .bind(&clocks)
-            .bind(&json)
-            .fetch_all(&mut **t)
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-            .collect::<Result<_, sqlx::Error>>()?
-        }
-        StoreTx::Sqlite(_) => {
-            let values = batch.iter().map(|((key, bucket), i)| {
-                let row = &rows[*i];
-                let mut values = fixed(&claim);
-                values.extend([
-                    Arg::Text(key.clone()),
-                    Arg::Text(bucket.clone()),
-                    Arg::Text(claim.trigger.name.clone()),
-                    Arg::Time(DbTime(row.clock.expect("a claimed row has a clock"))),
-                    Arg::Text(row.to_json().to_string()),
-                    Arg::Int(claim.run_id.unwrap_or(0)),
-                    Arg::Time(DbTime(claim.now)),
-                ]);
-                values
-            });
-            sqlite_values(
-                tx,
-                "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at)",
-                "ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING RETURNING id, dedup_key, dedup_bucket",
-                values.collect(),
-                |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)),
-            )
-            .await?
-        }
-    };
+    let clock = |i: usize| rows[i].clock.expect("a claimed row has a clock");
+    let candidates = Rows::new()
+        .text("k", batch.iter().map(|((k, _), _)| k.as_str()))
+        .text("b", batch.iter().map(|((_, b), _)| b.as_str()))
+        .time("c", batch.iter().map(|(_, i)| clock(*i)))
+        .text("r", batch.iter().map(|(_, i)| rows[*i].to_json().to_string()));
+    let mut shared = fixed(&claim);
+    shared.extend([
+        Arg::Text(claim.trigger.name.clone()),
+        Arg::Int(claim.run_id.unwrap_or(0)),
+        Arg::Time(DbTime(claim.now)),
+    ]);
+    let returned: Vec<(i64, String, String)> = fetch_with_rows(
+        tx,
+        &candidates,
+        &shared,
+        "INSERT INTO fire (workspace_id, rule_name, mode, dedup_key, dedup_bucket, trigger_name, clock, row_json, run_id, fired_at)
+         SELECT $1, $2, $3, u.k, u.b, $4, u.c, u.r, $5, $6 FROM u WHERE true
+         ON CONFLICT (workspace_id, rule_name, mode, dedup_key, dedup_bucket) DO NOTHING
+         RETURNING id, dedup_key, dedup_bucket",
+        |r| Ok((r.try_get("id")?, r.try_get("dedup_key")?, r.try_get("dedup_bucket")?)),
+    )
+    .await?;
     let mut fired: Vec<(i64, usize)> = returned
         .iter()
         .map(|(id, k, b)| (*id, index[&(k.as_str(), b.as_str())]))
@@ -291,40 +204,6 @@ fn fixed(claim: &Claim<'_>) -> Vec<Arg> {
     ]
 }
 
-/// SQLite has no arrays: runs `head VALUES (…), (…) tail` over `rows` in chunks, mapping what
-/// each statement returns.
-async fn sqlite_values<T>(
-    tx: &mut StoreTx,
-    head: &str,
-    tail: &str,
-    rows: Vec<Vec<Arg>>,
-    map: impl Fn(&sqlx::sqlite::SqliteRow) -> Result<T, sqlx::Error>,
-) -> Result<Vec<T>, sqlx::Error> {
-    let StoreTx::Sqlite(t) = tx else {
-        unreachable!("only SQLite takes multi-row VALUES here")
-    };
-    let mut out = Vec::new();
-    for chunk in rows.chunks(CHUNK) {
-        let width = chunk.first().map_or(0, Vec::len);
-        let sql = sqlite_sql(&format!(
-            "{head} VALUES {} {tail}",
-            values_list(chunk.len(), width)
-        ));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for arg in chunk.iter().flatten() {
-            q = match arg {
-                Arg::Text(s) => q.bind(s.clone()),
-                Arg::Int(i) => q.bind(*i),
-                Arg::Time(t) => q.bind(*t),
-            };
-        }
-        for row in q.fetch_all(&mut **t).await? {
-            out.push(map(&row)?);
-        }
-    }
-    Ok(out)
-}
-
 /// One stored fire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fire {
@@ -333,7 +212,7 @@ pub struct Fire {
     /// Its rule.
     pub rule: String,
     /// shadow or live.
-    pub mode: String,
+    pub mode: Mode,
     /// The dedup key.
     pub key: String,
     /// The dedup bucket.
@@ -361,15 +240,15 @@ pub async fn fires(
          WHERE workspace_id = $1 AND rule_name = $2 AND ($3 = '' OR dedup_key = $3) ORDER BY clock, id",
         [workspace, rule, key.unwrap_or("")],
         |r| Ok(Fire {
-            id: r.try_get(0)?,
-            rule: r.try_get(1)?,
-            mode: r.try_get(2)?,
-            key: r.try_get(3)?,
-            bucket: r.try_get(4)?,
-            clock: r.try_get::<DbTime, _>(5)?.0,
-            row_json: r.try_get(6)?,
-            run_id: r.try_get(7)?,
-            fired_at: r.try_get::<DbTime, _>(8)?.0,
+            id: r.try_get("id")?,
+            rule: r.try_get("rule_name")?,
+            mode: r.try_get("mode")?,
+            key: r.try_get("dedup_key")?,
+            bucket: r.try_get("dedup_bucket")?,
+            clock: r.try_get::<DbTime, _>("clock")?.0,
+            row_json: r.try_get("row_json")?,
+            run_id: r.try_get("run_id")?,
+            fired_at: r.try_get::<DbTime, _>("fired_at")?.0,
         })
     )
 }

@@ -1,44 +1,21 @@
 //! Rule state in the control plane (the `rule_state` table): each rule's mode (shadow or live),
 //! the checksum of its meaning, and tombstones for rules that were removed.
 
-use std::fmt;
-
 use jiff::Timestamp;
 use sqlx::Row as _;
 
 use crate::definitions::Definitions;
-use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
+use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all, stored_enum};
 
-/// Whether a rule's fires are only recorded (shadow) or also sent (live).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Rendered and recorded; nothing leaves the machine.
-    Shadow,
-    /// Sent for real.
-    Live,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Mode::Shadow => "shadow",
-            Mode::Live => "live",
-        }
-    }
-
-    fn parse(s: &str) -> Mode {
-        if s == "live" {
-            Mode::Live
-        } else {
-            Mode::Shadow
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+stored_enum! {
+    /// Whether a rule's fires are only recorded (shadow) or also sent (live).
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Mode as "rule mode" {
+        /// Rendered and recorded; nothing leaves the machine.
+        Shadow = "shadow",
+        /// Sent for real.
+        Live = "live",
     }
 }
 
@@ -82,9 +59,9 @@ pub(crate) async fn reconcile(
         "SELECT rule_name, checksum, tombstoned_at FROM rule_state WHERE workspace_id = $1",
         [workspace],
         |r| Ok((
-            r.try_get::<String, _>(0)?,
-            r.try_get::<String, _>(1)?,
-            r.try_get::<Option<DbTime>, _>(2)?
+            r.try_get::<String, _>("rule_name")?,
+            r.try_get::<String, _>("checksum")?,
+            r.try_get::<Option<DbTime>, _>("tombstoned_at")?
         ))
     )?;
     let (mut new, mut changed, mut tombstoned) = (Vec::new(), Vec::new(), Vec::new());
@@ -138,10 +115,10 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<RuleState>, Stor
         "SELECT rule_name, trigger_name, mode, tombstoned_at FROM rule_state WHERE workspace_id = $1 ORDER BY rule_name",
         [workspace],
         |r| Ok(RuleState {
-            rule: r.try_get(0)?,
-            trigger: r.try_get(1)?,
-            mode: Mode::parse(&r.try_get::<String, _>(2)?),
-            tombstoned_at: r.try_get::<Option<DbTime>, _>(3)?.map(|t| t.0),
+            rule: r.try_get("rule_name")?,
+            trigger: r.try_get("trigger_name")?,
+            mode: r.try_get("mode")?,
+            tombstoned_at: r.try_get::<Option<DbTime>, _>("tombstoned_at")?.map(|t| t.0),
         })
     )
     .map_err(|e| store.error(e))?;
@@ -162,10 +139,10 @@ pub async fn set_mode(
         &mut tx,
         "SELECT mode FROM rule_state WHERE workspace_id = $1 AND rule_name = $2 AND tombstoned_at IS NULL",
         [workspace, rule],
-        |r| r.try_get::<String, _>(0)
+        |r| r.try_get::<Mode, _>("mode")
     )
     .map_err(|e| store.error(e))?;
-    let Some(before) = before.first().map(|m| Mode::parse(m)) else {
+    let Some(before) = before.first().copied() else {
         return Err(ModeError::UnknownRule(rule.to_string()));
     };
     if before != mode {

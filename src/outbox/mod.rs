@@ -3,10 +3,10 @@
 //! live ones to the Demo inbox complete in-process; every other live delivery waits in the queue
 //! for a sender.
 
+mod status;
 pub mod target;
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use crate::definitions::{Binding, Definitions, Rule, Trigger};
 use crate::row::Row;
@@ -14,6 +14,7 @@ use crate::rules::Mode;
 use crate::store::{DbTime, StoreTx, execute, fetch_all};
 use crate::template;
 
+pub use status::DeliveryStatus;
 pub use target::RenderError;
 
 /// The base URL of the built-in Demo inbox.
@@ -154,17 +155,19 @@ pub async fn enqueue(
             _ => None,
         };
         let (status, reason, sent_at) = match (&rendered, mode) {
-            (Err(e), _) => ("failed", Some(e.to_string()), None),
+            (Err(e), _) => (DeliveryStatus::Failed, Some(e.to_string()), None),
             (Ok(_), Mode::Shadow) => (
-                "suppressed",
+                DeliveryStatus::Suppressed,
                 Some(capped.map_or("shadow".to_string(), |c| format!("shadow; {c}"))),
                 None,
             ),
-            (Ok(_), Mode::Live) if capped.is_some() => ("suppressed", capped, None),
-            (Ok(_), Mode::Live) if in_process => ("sent", None, Some(DbTime(now))),
-            (Ok(_), Mode::Live) => ("pending", None, None),
+            (Ok(_), Mode::Live) if capped.is_some() => (DeliveryStatus::Suppressed, capped, None),
+            (Ok(_), Mode::Live) if in_process => {
+                (DeliveryStatus::Sent, None, Some(DbTime(now)))
+            }
+            (Ok(_), Mode::Live) => (DeliveryStatus::Pending, None, None),
         };
-        queued += usize::from(status == "pending");
+        queued += usize::from(status == DeliveryStatus::Pending);
         let request = rendered.as_ref().ok();
         let id = fetch_all!(
             &mut *tx,
@@ -190,9 +193,9 @@ pub async fn enqueue(
                 sent_at,
                 rule.expire_after.map(|e| DbTime(crate::store::later(now, e)))
             ],
-            |r| r.try_get::<i64, _>(0)
+            |r| r.try_get::<i64, _>("id")
         )?[0];
-        if let (Some(request), "sent") = (request, status) {
+        if let (Some(request), DeliveryStatus::Sent) = (request, status) {
             execute!(
                 &mut *tx,
                 "INSERT INTO inbox_message (workspace_id, delivery_id, action, recipient, body, received_at) VALUES ($1, $2, $3, $4, $5, $6)",
@@ -226,11 +229,11 @@ async fn capped(
 ) -> Result<Option<String>, sqlx::Error> {
     let recent = fetch_all!(
         &mut *tx,
-        "SELECT COUNT(DISTINCT fire_id) FROM delivery
+        "SELECT COUNT(DISTINCT fire_id) AS n FROM delivery
          WHERE workspace_id = $1 AND rule_name = $2 AND mode = $3 AND recipient = $4 AND created_at > $5
            AND fire_id <> $6 AND (status IN ('pending', 'sent') OR reason = 'shadow')",
         [workspace, &rule.name, mode.to_string(), recipient, DbTime(crate::store::earlier(now, cap.per)), fire_id],
-        |r| r.try_get::<i64, _>(0)
+        |r| r.try_get::<i64, _>("n")
     )?[0];
     Ok((recent >= i64::from(cap.max)).then(|| {
         format!(
@@ -250,13 +253,13 @@ pub struct Delivery {
     /// The rule.
     pub rule: String,
     /// shadow or live.
-    pub mode: String,
+    pub mode: Mode,
     /// `integration.action`.
     pub action: String,
     /// Who receives it.
     pub recipient: Option<String>,
     /// Its state.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Why it is in that state.
     pub reason: Option<String>,
     /// The rendered body.
@@ -279,7 +282,7 @@ pub struct Filter {
     /// Only this rule's.
     pub rule: Option<String>,
     /// Only in this state.
-    pub status: Option<String>,
+    pub status: Option<DeliveryStatus>,
     /// Only this one.
     pub id: Option<i64>,
     /// At most this many (newest first); `None` for all.
@@ -300,25 +303,25 @@ pub async fn list(
         [
             workspace,
             filter.rule.as_deref().unwrap_or(""),
-            filter.status.as_deref().unwrap_or(""),
+            filter.status.map_or("", DeliveryStatus::as_str),
             filter.id.unwrap_or(0),
             filter.limit.unwrap_or(i64::MAX)
         ],
         |r| Ok(Delivery {
-            id: r.try_get(0)?,
-            fire_id: r.try_get(1)?,
-            rule: r.try_get(2)?,
-            mode: r.try_get(3)?,
-            action: format!("{}.{}", r.try_get::<String, _>(4)?, r.try_get::<String, _>(5)?),
-            recipient: r.try_get(6)?,
-            status: r.try_get(7)?,
-            reason: r.try_get(8)?,
-            body: r.try_get(9)?,
-            request: r.try_get::<Option<String>, _>(10)?.zip(r.try_get::<Option<String>, _>(11)?),
-            headers: r.try_get(12)?,
-            attempts: r.try_get(13)?,
-            due_at: r.try_get::<DbTime, _>(14)?.0,
-            sent_at: r.try_get::<Option<DbTime>, _>(15)?.map(|t| t.0),
+            id: r.try_get("id")?,
+            fire_id: r.try_get("fire_id")?,
+            rule: r.try_get("rule_name")?,
+            mode: r.try_get("mode")?,
+            action: format!("{}.{}", r.try_get::<String, _>("integration")?, r.try_get::<String, _>("action")?),
+            recipient: r.try_get("recipient")?,
+            status: r.try_get("status")?,
+            reason: r.try_get("reason")?,
+            body: r.try_get("body")?,
+            request: r.try_get::<Option<String>, _>("method")?.zip(r.try_get::<Option<String>, _>("url")?),
+            headers: r.try_get("headers")?,
+            attempts: r.try_get("attempts")?,
+            due_at: r.try_get::<DbTime, _>("due_at")?.0,
+            sent_at: r.try_get::<Option<DbTime>, _>("sent_at")?.map(|t| t.0),
         })
     )
 }
@@ -327,12 +330,12 @@ pub async fn list(
 pub async fn counts(
     tx: &mut StoreTx,
     workspace: &str,
-) -> Result<Vec<(String, i64, Timestamp)>, sqlx::Error> {
+) -> Result<Vec<(DeliveryStatus, i64, Timestamp)>, sqlx::Error> {
     fetch_all!(
         tx,
-        "SELECT status, COUNT(*), MIN(due_at) FROM delivery WHERE workspace_id = $1 GROUP BY status ORDER BY status",
+        "SELECT status, COUNT(*) AS n, MIN(due_at) AS first_due FROM delivery WHERE workspace_id = $1 GROUP BY status ORDER BY status",
         [workspace],
-        |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get::<DbTime, _>(2)?.0))
+        |r| Ok((r.try_get("status")?, r.try_get("n")?, r.try_get::<DbTime, _>("first_due")?.0))
     )
 }
 
@@ -346,7 +349,7 @@ pub async fn inbox(
         tx,
         "SELECT action, recipient, body FROM inbox_message WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2",
         [workspace, limit],
-        |r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?))
+        |r| Ok((r.try_get("action")?, r.try_get("recipient")?, r.try_get("body")?))
     )
 }
 
@@ -362,7 +365,7 @@ pub enum RetryError {
         /// The delivery.
         id: i64,
         /// Its state.
-        status: String,
+        status: DeliveryStatus,
     },
     /// It was never rendered (its template failed), so there is nothing to send.
     #[error(
@@ -384,15 +387,15 @@ pub async fn retry(
     let mut tx = store.begin(workspace).await?;
     let found = fetch_all!(
         &mut tx,
-        "SELECT status, body IS NOT NULL FROM delivery WHERE workspace_id = $1 AND id = $2",
+        "SELECT status, body IS NOT NULL AS rendered FROM delivery WHERE workspace_id = $1 AND id = $2",
         [workspace, id],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<bool, _>(1)?))
+        |r| Ok((r.try_get::<DeliveryStatus, _>("status")?, r.try_get::<bool, _>("rendered")?))
     )
     .map_err(|e| store.error(e))?;
     let Some((status, rendered)) = found.into_iter().next() else {
         return Err(RetryError::Unknown(id));
     };
-    if status != "failed" && status != "dead" {
+    if !status.is_retryable() {
         return Err(RetryError::NotRetryable { id, status });
     }
     if !rendered {
@@ -418,21 +421,25 @@ pub async fn prune(
     workspace: &str,
     before: Timestamp,
 ) -> Result<u64, crate::store::StoreError> {
-    const FINISHED: &str =
-        "status IN ('sent', 'skipped', 'suppressed', 'failed', 'dead', 'expired', 'cancelled')";
+    let finished: Vec<String> = DeliveryStatus::ALL
+        .iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| format!("'{s}'"))
+        .collect();
+    let finished = format!("status IN ({})", finished.join(", "));
     let mut tx = store.begin(workspace).await?;
     execute!(
         &mut tx,
         &format!(
             "DELETE FROM inbox_message WHERE workspace_id = $1 AND delivery_id IN
-             (SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {FINISHED})"
+             (SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished})"
         ),
         [workspace, DbTime(before)]
     )
     .map_err(|e| store.error(e))?;
     let deleted = execute!(
         &mut tx,
-        &format!("DELETE FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {FINISHED}"),
+        &format!("DELETE FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished}"),
         [workspace, DbTime(before)]
     )
     .map_err(|e| store.error(e))?;

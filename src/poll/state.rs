@@ -6,8 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 use sqlx::Row as _;
 
 use crate::definitions::{Definitions, limits};
-use crate::sql_guard::Dialect;
-use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
+use crate::store::{DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
 
 /// One trigger's stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,12 +288,12 @@ pub async fn lease_due(
     lease_for: SignedDuration,
 ) -> Result<Option<Lease>, StoreError> {
     let expires_at = crate::store::later(now, lease_for);
-    let sql = match store.dialect() {
-        Dialect::Postgres => LEASE_PG,
-        Dialect::Sqlite => LEASE_SQLITE,
+    let sql = match store.engine() {
+        Engine::Postgres => LEASE_PG,
+        Engine::Sqlite => LEASE_SQLITE,
     };
     let leased = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::TriggerLease).await?;
         let rows = fetch_all!(
             &mut tx,
             sql,
@@ -376,7 +375,7 @@ pub async fn renew(
 /// many were given back. Part of a worker's clean stop; unscoped, like the lease itself.
 pub async fn release_all(store: &Store, worker: &str, now: Timestamp) -> Result<u64, StoreError> {
     let released = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::ReleaseLeases).await?;
         let n = execute!(
             &mut tx,
             "UPDATE trigger_state SET lease_owner = NULL, lease_expires_at = $2
@@ -394,7 +393,7 @@ pub async fn release_all(store: &Store, worker: &str, now: Timestamp) -> Result<
 /// should I look again".
 pub(crate) async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
     let found = async {
-        let mut tx = store.begin_unscoped_read().await?;
+        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
         let rows = fetch_all!(
             &mut tx,
             "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END)

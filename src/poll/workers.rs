@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use sqlx::Row as _;
 
 use crate::clock::Clock;
-use crate::store::{DbTime, Store, StoreError, execute, fetch_all};
+use crate::store::{DbTime, Store, StoreError, Unscoped, execute, fetch_all};
 
 /// The longest host name kept in a worker id.
 const MAX_HOST: usize = 63;
@@ -78,7 +78,7 @@ pub const FORGET_AFTER: SignedDuration = SignedDuration::from_hours(24 * 7);
 /// [`FORGET_AFTER`], so the table stays small however often workers restart.
 pub async fn register(store: &Store, worker: &WorkerId, now: Timestamp) -> Result<(), StoreError> {
     let done = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::Workers).await?;
         execute!(
             &mut tx,
             "DELETE FROM worker WHERE last_seen_at < $1",
@@ -104,7 +104,7 @@ pub async fn register(store: &Store, worker: &WorkerId, now: Timestamp) -> Resul
 /// Records a heartbeat.
 pub async fn beat(store: &Store, worker: &WorkerId, now: Timestamp) -> Result<(), StoreError> {
     let done = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::Workers).await?;
         execute!(
             &mut tx,
             "UPDATE worker SET last_seen_at = $2 WHERE id = $1",
@@ -135,7 +135,7 @@ pub async fn keep_alive(store: Store, worker: WorkerId, clock: Clock) {
 pub async fn stopped(store: &Store, worker: &WorkerId, now: Timestamp) -> Result<u64, StoreError> {
     let released = super::state::release_all(store, &worker.id, now).await?;
     let done = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::Workers).await?;
         execute!(
             &mut tx,
             "UPDATE worker SET last_seen_at = $2, stopped_at = $2 WHERE id = $1",
@@ -150,7 +150,7 @@ pub async fn stopped(store: &Store, worker: &WorkerId, now: Timestamp) -> Result
 /// Workers seen since `since`, most recently seen first (at most 1000).
 pub async fn recent(store: &Store, since: Timestamp) -> Result<Vec<WorkerSeen>, StoreError> {
     let found = async {
-        let mut tx = store.begin_unscoped_read().await?;
+        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
         let rows = fetch_all!(
             &mut tx,
             "SELECT id, host, pid, started_at, last_seen_at, stopped_at FROM worker

@@ -3,6 +3,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::queue::ErrorClass;
+
 /// Delay before each attempt: immediately, then after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h,
 /// 20 h and 24 h. After the last one a delivery is dead.
 pub const RETRY_SCHEDULE: [SignedDuration; 10] = [
@@ -198,15 +200,15 @@ pub fn record(
         AttemptResult::Response { status, body, .. } => {
             let class = match verdict {
                 Verdict::Sent => None,
-                _ if (200..300).contains(status) => Some("rejected"),
-                _ => Some("http_status"),
+                _ if (200..300).contains(status) => Some(ErrorClass::Rejected),
+                _ => Some(ErrorClass::HttpStatus),
             };
             (Some(*status), class, Some(keep(body)))
         }
-        AttemptResult::Timeout => (None, Some("timeout"), None),
-        AttemptResult::Network(e) => (None, Some("network"), Some(keep(e))),
-        AttemptResult::Refused(e) => (None, Some("refused"), Some(keep(e))),
-        AttemptResult::Invalid(e) => (None, Some("invalid"), Some(keep(e))),
+        AttemptResult::Timeout => (None, Some(ErrorClass::Timeout), None),
+        AttemptResult::Network(e) => (None, Some(ErrorClass::Network), Some(keep(e))),
+        AttemptResult::Refused(e) => (None, Some(ErrorClass::Refused), Some(keep(e))),
+        AttemptResult::Invalid(e) => (None, Some(ErrorClass::Invalid), Some(keep(e))),
     };
     super::queue::Attempt {
         started_at,

@@ -2,11 +2,13 @@
 //! and a new fencing token, sent with no transaction open, and settled by (id, token). A worker
 //! whose lease lapsed settles nothing; the delivery is claimed again.
 
-use jiff::{SignedDuration, Timestamp};
-use sqlx::Row as _;
+use std::collections::HashSet;
 
-use crate::sql_guard::Dialect;
-use crate::store::{DbTime, Store, StoreError, execute, fetch_all};
+use jiff::{SignedDuration, Timestamp};
+
+use crate::outbox::DeliveryStatus;
+use crate::store::batch::{Rows, fetch_with_rows};
+use crate::store::{Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, fetch_all, stored_enum};
 
 /// Deliveries claimed per statement by default.
 pub const DEFAULT_BATCH: i64 = 200;
@@ -62,11 +64,28 @@ pub struct Attempt {
     pub latency_ms: i64,
     /// The HTTP status, if an answer came.
     pub status_code: Option<u16>,
-    /// `None` on success; else `http_status`, `rejected` (a 2xx saying `"ok": false`),
-    /// `timeout`, `network` or `refused`.
-    pub error_class: Option<&'static str>,
+    /// `None` on success; else why the attempt failed.
+    pub error_class: Option<ErrorClass>,
     /// The start of the answer's body.
     pub response: Option<String>,
+}
+
+stored_enum! {
+    /// Why an attempt failed, as recorded in `delivery_attempt.error_class`.
+    pub enum ErrorClass as "attempt error class" {
+        /// An answer whose status is not a success.
+        HttpStatus = "http_status",
+        /// A 2xx answer whose body says it failed (`"ok": false`).
+        Rejected = "rejected",
+        /// No answer within the integration's timeout.
+        Timeout = "timeout",
+        /// The connection failed.
+        Network = "network",
+        /// The egress policy refused the address.
+        Refused = "refused",
+        /// The request could not be built.
+        Invalid = "invalid",
+    }
 }
 
 // Claimable: pending, due, not leased (or the lease lapsed), and its integration neither disabled
@@ -109,12 +128,12 @@ fn claim_sqlite_sql() -> String {
 /// The plan the engine chooses for the delivery claim, one line per plan line (nothing is
 /// claimed): a check that the claim reads the partial index over pending deliveries.
 pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>, StoreError> {
-    let sql = match store.dialect() {
-        Dialect::Postgres => format!("EXPLAIN {}", claim_sql(Dialect::Postgres)),
-        Dialect::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sql(Dialect::Sqlite)),
+    let sql = match store.engine() {
+        Engine::Postgres => format!("EXPLAIN {}", claim_sql(Engine::Postgres)),
+        Engine::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sql(Engine::Sqlite)),
     };
     let plan = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::DeliveryClaim).await?;
         let lines = fetch_all!(
             &mut tx,
             &sql,
@@ -123,9 +142,9 @@ pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>,
                 DEFAULT_BATCH,
                 DbTime(crate::store::later(now, DEFAULT_LEASE))
             ],
-            |r| match r.try_get::<String, _>(0) {
+            |r| match r.try_get::<String, _>("QUERY PLAN") {
                 Ok(line) => Ok(line),
-                Err(_) => r.try_get::<String, _>(3),
+                Err(_) => r.try_get::<String, _>("detail"),
             }
         )?;
         tx.rollback().await?;
@@ -135,12 +154,12 @@ pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>,
 }
 
 /// The claim statement for an engine, built once.
-fn claim_sql(dialect: Dialect) -> &'static str {
+fn claim_sql(engine: Engine) -> &'static str {
     static PG: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_pg_sql);
     static SQLITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_sqlite_sql);
-    match dialect {
-        Dialect::Postgres => &PG,
-        Dialect::Sqlite => &SQLITE,
+    match engine {
+        Engine::Postgres => &PG,
+        Engine::Sqlite => &SQLITE,
     }
 }
 
@@ -152,31 +171,31 @@ pub async fn claim_due(
     limit: i64,
     lease: SignedDuration,
 ) -> Result<Vec<Claimed>, StoreError> {
-    let sql = claim_sql(store.dialect());
+    let sql = claim_sql(store.engine());
     let claimed = async {
-        let mut tx = store.begin_unscoped().await?;
+        let mut tx = store.begin_unscoped(Unscoped::DeliveryClaim).await?;
         let rows = fetch_all!(
             &mut tx,
             sql,
             [DbTime(now), limit, DbTime(crate::store::later(now, lease))],
             |r| Ok(Claimed {
-                id: r.try_get(0)?,
-                workspace: r.try_get(1)?,
-                token: r.try_get(2)?,
-                integration: r.try_get(3)?,
+                id: r.try_get("id")?,
+                workspace: r.try_get("workspace_id")?,
+                token: r.try_get("fencing_token")?,
+                integration: r.try_get("integration")?,
                 action: format!(
                     "{}.{}",
-                    r.try_get::<String, _>(3)?,
-                    r.try_get::<String, _>(4)?
+                    r.try_get::<String, _>("integration")?,
+                    r.try_get::<String, _>("action")?
                 ),
-                method: r.try_get(5)?,
-                url: r.try_get(6)?,
-                headers: r.try_get(7)?,
-                body: r.try_get(8)?,
-                attempts: r.try_get(9)?,
-                due_at: r.try_get::<DbTime, _>(10)?.0,
-                expires_at: r.try_get::<Option<DbTime>, _>(11)?.map(|t| t.0),
-                lease_expires_at: r.try_get::<DbTime, _>(12)?.0,
+                method: r.try_get("method")?,
+                url: r.try_get("url")?,
+                headers: r.try_get("headers")?,
+                body: r.try_get("body")?,
+                attempts: r.try_get("attempts")?,
+                due_at: r.try_get::<DbTime, _>("due_at")?.0,
+                expires_at: r.try_get::<Option<DbTime>, _>("expires_at")?.map(|t| t.0),
+                lease_expires_at: r.try_get::<DbTime, _>("lease_expires_at")?.0,
             })
         )?;
         tx.commit().await?;
@@ -189,22 +208,22 @@ pub async fn claim_due(
 /// over pending rows): how long an idle sender may sleep.
 pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
     let next = async {
-        let greatest = match store.dialect() {
-            Dialect::Postgres => "GREATEST",
-            Dialect::Sqlite => "MAX",
+        let greatest = match store.engine() {
+            Engine::Postgres => "GREATEST",
+            Engine::Sqlite => "MAX",
         };
         // A delivery is next claimable when it is due, its lease has lapsed and its
         // integration's pause has ended; a disabled integration's deliveries are not counted.
         // Only the earliest 500 pending are looked at, so a large backlog costs nothing here.
         let sql = format!(
-            "SELECT MIN({greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at)))
+            "SELECT MIN({greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at))) AS next
              FROM (SELECT workspace_id, integration, due_at, lease_expires_at FROM delivery
                    WHERE status = 'pending' ORDER BY due_at LIMIT 500) d
              LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
              WHERE s.disabled_at IS NULL"
         );
-        let mut tx = store.begin_unscoped_read().await?;
-        let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>(0))?;
+        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
+        let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>("next"))?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(next.into_iter().flatten().next().map(|t| t.0))
     };
@@ -234,7 +253,7 @@ pub enum Settlement {
     /// A terminal state other than sent (failed, dead, …) with its reason.
     Terminal {
         /// The state.
-        status: &'static str,
+        status: DeliveryStatus,
         /// Why.
         reason: String,
     },
@@ -242,7 +261,7 @@ pub enum Settlement {
     /// attempt is not counted.
     Unsent {
         /// The state.
-        status: &'static str,
+        status: DeliveryStatus,
         /// Why.
         reason: String,
     },
@@ -292,20 +311,12 @@ pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, 
         let mine: Vec<usize> = (0..batch.len())
             .filter(|i| batch[*i].claimed.workspace == workspace)
             .collect();
-        if let crate::store::StoreTx::Postgres(t) = &mut tx {
-            let items: Vec<&Settled> = mine.iter().map(|i| &batch[*i]).collect();
-            let settled = settle_pg(t, workspace, &items)
-                .await
-                .map_err(|e| store.error(e))?;
-            for i in mine {
-                took[i] = settled.contains(&batch[i].claimed.id);
-            }
-        } else {
-            for i in mine {
-                took[i] = settle_one(&mut tx, &batch[i])
-                    .await
-                    .map_err(|e| store.error(e))?;
-            }
+        let items: Vec<&Settled> = mine.iter().map(|i| &batch[*i]).collect();
+        let settled = settle_group(&mut tx, workspace, &items)
+            .await
+            .map_err(|e| store.error(e))?;
+        for i in mine {
+            took[i] = settled.contains(&batch[i].claimed.id);
         }
         tx.commit().await.map_err(|e| store.error(e))?;
     }
@@ -317,95 +328,91 @@ pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, 
 fn columns(
     item: &Settled,
 ) -> (
-    &str,
+    DeliveryStatus,
     Option<&str>,
     Option<Timestamp>,
     Option<Timestamp>,
     i64,
 ) {
     match &item.outcome {
-        Settlement::Sent => ("sent", None, Some(item.at), None, 0),
-        Settlement::Retry { at, reason } => ("pending", Some(reason.as_str()), None, Some(*at), 0),
-        Settlement::Release { at, reason } => {
-            ("pending", Some(reason.as_str()), None, Some(*at), 1)
-        }
+        Settlement::Sent => (DeliveryStatus::Sent, None, Some(item.at), None, 0),
+        Settlement::Retry { at, reason } => (
+            DeliveryStatus::Pending,
+            Some(reason.as_str()),
+            None,
+            Some(*at),
+            0,
+        ),
+        Settlement::Release { at, reason } => (
+            DeliveryStatus::Pending,
+            Some(reason.as_str()),
+            None,
+            Some(*at),
+            1,
+        ),
         Settlement::Terminal { status, reason } => (*status, Some(reason.as_str()), None, None, 0),
         Settlement::Unsent { status, reason } => (*status, Some(reason.as_str()), None, None, 1),
     }
 }
 
-/// PostgreSQL: a group's attempts in one INSERT and its fenced updates in one UPDATE, from
-/// arrays. Returns the ids whose (id, token) still matched.
-async fn settle_pg(
-    t: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+/// A group's attempts in one INSERT and its fenced updates in one UPDATE, each over the whole
+/// group. Returns the ids whose (id, token) still matched.
+async fn settle_group(
+    tx: &mut StoreTx,
     workspace: &str,
     items: &[&Settled],
-) -> Result<std::collections::HashSet<i64>, sqlx::Error> {
+) -> Result<HashSet<i64>, sqlx::Error> {
     let tried: Vec<(&Settled, &Attempt)> = items
         .iter()
         .filter_map(|s| s.attempt.as_ref().map(|a| (*s, a)))
         .collect();
-    if !tried.is_empty() {
-        let ids: Vec<i64> = tried.iter().map(|(s, _)| s.claimed.id).collect();
-        let numbers: Vec<i64> = tried.iter().map(|(s, _)| s.claimed.attempts).collect();
-        let started: Vec<jiff_sqlx::Timestamp> =
-            tried.iter().map(|(_, a)| a.started_at.into()).collect();
-        let latency: Vec<i64> = tried.iter().map(|(_, a)| a.latency_ms).collect();
-        let codes: Vec<Option<i32>> = tried
-            .iter()
-            .map(|(_, a)| a.status_code.map(i32::from))
-            .collect();
-        let classes: Vec<Option<&str>> = tried.iter().map(|(_, a)| a.error_class).collect();
-        let responses: Vec<Option<&str>> =
-            tried.iter().map(|(_, a)| a.response.as_deref()).collect();
-        sqlx::query(
-            "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-             SELECT $1, u.* FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::bigint[], $6::int[], $7::text[], $8::text[])
-                 AS u(delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-             ON CONFLICT (delivery_id, attempt) DO NOTHING",
+    let attempts = Rows::new()
+        .int("a_delivery", tried.iter().map(|(s, _)| s.claimed.id))
+        .int("a_number", tried.iter().map(|(s, _)| s.claimed.attempts))
+        .time("a_started", tried.iter().map(|(_, a)| a.started_at))
+        .int("a_latency", tried.iter().map(|(_, a)| a.latency_ms))
+        .opt_int(
+            "a_code",
+            tried.iter().map(|(_, a)| a.status_code.map(i64::from)),
         )
-        .bind(workspace)
-        .bind(&ids)
-        .bind(&numbers)
-        .bind(&started)
-        .bind(&latency)
-        .bind(&codes)
-        .bind(&classes)
-        .bind(&responses)
-        .execute(&mut **t)
-        .await?;
-    }
-    let cols: Vec<_> = items.iter().map(|s| columns(s)).collect();
-    let ids: Vec<i64> = items.iter().map(|s| s.claimed.id).collect();
-    let tokens: Vec<i64> = items.iter().map(|s| s.claimed.token).collect();
-    let statuses: Vec<&str> = cols.iter().map(|c| c.0).collect();
-    let reasons: Vec<Option<&str>> = cols.iter().map(|c| c.1).collect();
-    let sent: Vec<Option<jiff_sqlx::Timestamp>> =
-        cols.iter().map(|c| c.2.map(Into::into)).collect();
-    let due: Vec<Option<jiff_sqlx::Timestamp>> = cols.iter().map(|c| c.3.map(Into::into)).collect();
-    let uncount: Vec<i64> = cols.iter().map(|c| c.4).collect();
-    let rows = sqlx::query(
-        "UPDATE delivery AS d SET status = u.status, reason = u.reason, sent_at = u.sent_at,
-                due_at = COALESCE(u.due_at, d.due_at), lease_expires_at = NULL, attempts = d.attempts - u.uncount,
-                fencing_token = d.fencing_token + 1
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::bigint[])
-             AS u(id, token, status, reason, sent_at, due_at, uncount)
-         WHERE d.id = u.id AND d.fencing_token = u.token
-         RETURNING d.id",
+        .opt_text(
+            "a_class",
+            tried.iter().map(|(_, a)| a.error_class.map(ErrorClass::as_str)),
+        )
+        .opt_text("a_response", tried.iter().map(|(_, a)| a.response.as_deref()));
+    fetch_with_rows(
+        tx,
+        &attempts,
+        &[Arg::Text(workspace.to_string())],
+        "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
+         SELECT $1, u.a_delivery, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response FROM u WHERE true
+         ON CONFLICT (delivery_id, attempt) DO NOTHING",
+        |_| Ok(()),
     )
-    .bind(&ids)
-    .bind(&tokens)
-    .bind(&statuses)
-    .bind(&reasons)
-    .bind(&sent)
-    .bind(&due)
-    .bind(&uncount)
-    .fetch_all(&mut **t)
     .await?;
-    let took: std::collections::HashSet<i64> = rows
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
+    let cols: Vec<_> = items.iter().map(|s| columns(s)).collect();
+    let updates = Rows::new()
+        .int("s_id", items.iter().map(|s| s.claimed.id))
+        .int("s_token", items.iter().map(|s| s.claimed.token))
+        .text("s_status", cols.iter().map(|c| c.0.as_str()))
+        .opt_text("s_reason", cols.iter().map(|c| c.1))
+        .opt_time("s_sent_at", cols.iter().map(|c| c.2))
+        .opt_time("s_due_at", cols.iter().map(|c| c.3))
+        .int("s_uncount", cols.iter().map(|c| c.4));
+    let took: HashSet<i64> = fetch_with_rows(
+        tx,
+        &updates,
+        &[],
+        "UPDATE delivery SET status = u.s_status, reason = u.s_reason, sent_at = u.s_sent_at,
+                due_at = COALESCE(u.s_due_at, delivery.due_at), lease_expires_at = NULL,
+                attempts = delivery.attempts - u.s_uncount, fencing_token = delivery.fencing_token + 1
+         FROM u WHERE delivery.id = u.s_id AND delivery.fencing_token = u.s_token
+         RETURNING id",
+        |r| r.try_get("id"),
+    )
+    .await?
+    .into_iter()
+    .collect();
     for item in items.iter().filter(|s| !took.contains(&s.claimed.id)) {
         tracing::warn!(
             delivery = item.claimed.id,
@@ -414,45 +421,6 @@ async fn settle_pg(
         );
     }
     Ok(took)
-}
-
-async fn settle_one(tx: &mut crate::store::StoreTx, item: &Settled) -> Result<bool, sqlx::Error> {
-    let claimed = &item.claimed;
-    if let Some(a) = &item.attempt {
-        execute!(
-            &mut *tx,
-            "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-             ON CONFLICT (delivery_id, attempt) DO NOTHING",
-            [
-                &claimed.workspace,
-                claimed.id,
-                claimed.attempts,
-                DbTime(a.started_at),
-                a.latency_ms,
-                a.status_code.map(i32::from),
-                a.error_class,
-                a.response.as_deref()
-            ]
-        )?;
-    }
-    let (status, reason, sent_at, due_at, uncount) = columns(item);
-    let (sent_at, due_at) = (sent_at.map(DbTime), due_at.map(DbTime));
-    let changed = execute!(
-        &mut *tx,
-        "UPDATE delivery SET status = $3, reason = $4, sent_at = $5, due_at = COALESCE($6, due_at), lease_expires_at = NULL, attempts = attempts - $7,
-             fencing_token = fencing_token + 1
-         WHERE id = $1 AND fencing_token = $2",
-        [claimed.id, claimed.token, status, reason, sent_at, due_at, uncount]
-    )?;
-    if changed == 0 {
-        tracing::warn!(
-            delivery = claimed.id,
-            token = claimed.token,
-            "stale delivery settle ignored: the lease was taken over"
-        );
-    }
-    Ok(changed == 1)
 }
 
 /// The recorded attempts of one delivery, oldest first.
@@ -468,31 +436,16 @@ pub async fn attempts(
          WHERE workspace_id = $1 AND delivery_id = $2 ORDER BY attempt, id",
         [workspace, delivery],
         |r| Ok(Attempt {
-            started_at: r.try_get::<DbTime, _>(0)?.0,
-            latency_ms: r.try_get(1)?,
-            status_code: r.try_get::<Option<i32>, _>(2)?.map(|c| c as u16),
-            error_class: r.try_get::<Option<String>, _>(3)?.map(|c| error_class(&c)),
-            response: r.try_get(4)?,
+            started_at: r.try_get::<DbTime, _>("started_at")?.0,
+            latency_ms: r.try_get("latency_ms")?,
+            status_code: r
+                .try_get::<Option<i32>, _>("status_code")?
+                .and_then(|c| u16::try_from(c).ok()),
+            error_class: r.try_get("error_class")?,
+            response: r.try_get("response")?,
         })
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
     Ok(rows)
-}
-
-/// The error classes an attempt can record.
-pub const ERROR_CLASSES: [&str; 6] = [
-    "http_status",
-    "rejected",
-    "timeout",
-    "network",
-    "refused",
-    "invalid",
-];
-
-fn error_class(stored: &str) -> &'static str {
-    ERROR_CLASSES
-        .into_iter()
-        .find(|c| *c == stored)
-        .unwrap_or("network")
 }

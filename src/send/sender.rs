@@ -17,6 +17,7 @@ use super::request::{outbound, redact_result, secret_strings};
 use crate::clock::Clock;
 use crate::definitions::{Definitions, versions};
 use crate::integrations;
+use crate::outbox::DeliveryStatus;
 use crate::secret::MasterKey;
 use crate::store::{Store, StoreError, later};
 
@@ -308,7 +309,7 @@ impl Sender {
             );
             return (
                 Settlement::Unsent {
-                    status: "expired",
+                    status: DeliveryStatus::Expired,
                     reason,
                 },
                 None,
@@ -328,7 +329,7 @@ impl Sender {
             );
             return (
                 Settlement::Unsent {
-                    status: "failed",
+                    status: DeliveryStatus::Failed,
                     reason,
                 },
                 None,
@@ -375,7 +376,7 @@ impl Sender {
             Err(reason) => {
                 return (
                     Settlement::Unsent {
-                        status: "failed",
+                        status: DeliveryStatus::Failed,
                         reason,
                     },
                     None,
@@ -437,11 +438,11 @@ impl Sender {
                 Settlement::Retry { at, reason }
             }
             Verdict::Failed { reason } => Settlement::Terminal {
-                status: "failed",
+                status: DeliveryStatus::Failed,
                 reason,
             },
             Verdict::Dead { reason } => Settlement::Terminal {
-                status: "dead",
+                status: DeliveryStatus::Dead,
                 reason,
             },
             Verdict::DisableIntegration { reason } => {

@@ -1,22 +1,32 @@
 //! The control plane's database: SQLite (embedded, one node) or PostgreSQL (many workers), the
-//! same tables on both. Opening, migrating, and the one place control-plane transactions begin,
-//! scoped to a workspace.
+//! same tables on both. Opening, migrating (`migrate`), the one place control-plane transactions
+//! begin, scoped to a workspace (the few unscoped ones open in `unscoped`), statements written
+//! once for both engines (`fetch_all!`, `execute!`, and `batch` for many rows at once), rows read
+//! by column name ([`StoreRow`]) and errors with a kind ([`ErrorKind`]). It knows nothing of
+//! sources: the control plane's [`Engine`] is its own type.
 
+pub(crate) mod batch;
 mod clock_sync;
+mod error;
+mod migrate;
+mod text;
 mod time;
+pub(crate) mod unscoped;
 pub mod workspace;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
-use sqlx::{AssertSqlSafe, PgPool, Postgres, Row as _, Sqlite, SqlitePool};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::{Decode, PgPool, Postgres, Row as _, Sqlite, SqlitePool, Type};
 
+pub use error::{ErrorKind, StoreError};
+pub use text::UnknownValue;
+pub(crate) use text::stored_enum;
 pub use time::{DbTime, earlier, later};
-
-use crate::sql_guard::{Dialect, dialect_of};
+pub(crate) use unscoped::Unscoped;
 
 /// The environment variable naming the control plane.
 pub const DATABASE_URL_ENV: &str = "ROWFIRE_DATABASE_URL";
@@ -25,52 +35,88 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://rowfire.db";
 /// The workspace every row belongs to until tenancy arrives.
 pub const DEFAULT_WORKSPACE: &str = "default";
 
-/// Migrations per engine, applied in order; each runs once, in its own transaction.
-const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
-    (
-        1,
-        "control_plane",
-        include_str!("../../migrations/postgres/0001_control_plane.sql"),
-        include_str!("../../migrations/sqlite/0001_control_plane.sql"),
-    ),
-    (
-        2,
-        "ledger",
-        include_str!("../../migrations/postgres/0002_ledger.sql"),
-        include_str!("../../migrations/sqlite/0002_ledger.sql"),
-    ),
-    (
-        3,
-        "delivery",
-        include_str!("../../migrations/postgres/0003_delivery.sql"),
-        include_str!("../../migrations/sqlite/0003_delivery.sql"),
-    ),
-    (
-        4,
-        "sending",
-        include_str!("../../migrations/postgres/0004_sending.sql"),
-        include_str!("../../migrations/sqlite/0004_sending.sql"),
-    ),
-    (
-        5,
-        "unreadable_clocks",
-        include_str!("../../migrations/postgres/0005_unreadable_clocks.sql"),
-        include_str!("../../migrations/sqlite/0005_unreadable_clocks.sql"),
-    ),
-    (
-        6,
-        "worker_leases",
-        include_str!("../../migrations/postgres/0006_worker_leases.sql"),
-        include_str!("../../migrations/sqlite/0006_worker_leases.sql"),
-    ),
-];
-
 /// A value bound to a statement whose number of binds is known only at run time.
 #[derive(Debug, Clone)]
 pub(crate) enum Arg {
     Text(String),
     Int(i64),
     Time(DbTime),
+}
+
+type PgQuery<'q> = sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>;
+type SqliteQuery<'q> = sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments>;
+
+impl Arg {
+    fn bind_pg<'q>(&self, q: PgQuery<'q>) -> PgQuery<'q> {
+        match self {
+            Arg::Text(s) => q.bind(s.clone()),
+            Arg::Int(i) => q.bind(*i),
+            Arg::Time(t) => q.bind(*t),
+        }
+    }
+
+    fn bind_sqlite<'q>(&self, q: SqliteQuery<'q>) -> SqliteQuery<'q> {
+        match self {
+            Arg::Text(s) => q.bind(s.clone()),
+            Arg::Int(i) => q.bind(*i),
+            Arg::Time(t) => q.bind(*t),
+        }
+    }
+}
+
+/// The control plane's engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// PostgreSQL: many workers, many tenants.
+    Postgres,
+    /// SQLite: embedded, one node.
+    Sqlite,
+}
+
+impl Engine {
+    /// The engine a control-plane URL names, from its scheme.
+    pub fn of_url(url: &str) -> Option<Engine> {
+        let scheme = url.split(':').next()?.to_ascii_lowercase();
+        match scheme.as_str() {
+            "postgres" | "postgresql" => Some(Engine::Postgres),
+            "sqlite" => Some(Engine::Sqlite),
+            _ => None,
+        }
+    }
+}
+
+/// A row a control-plane statement returned, on either engine. Columns are read by name only:
+/// a statement's column order is not part of any contract.
+pub enum StoreRow<'r> {
+    /// On PostgreSQL.
+    Postgres(&'r PgRow),
+    /// On SQLite.
+    Sqlite(&'r SqliteRow),
+}
+
+/// A column's name (the only way [`StoreRow`] reads a column).
+pub trait ColumnName {
+    /// The name.
+    fn name(&self) -> &str;
+}
+
+impl ColumnName for &str {
+    fn name(&self) -> &str {
+        self
+    }
+}
+
+impl StoreRow<'_> {
+    /// Reads the column named `column`, decoded as `T`.
+    pub fn try_get<T, N: ColumnName>(&self, column: N) -> Result<T, sqlx::Error>
+    where
+        T: for<'a> Decode<'a, Postgres> + Type<Postgres> + for<'a> Decode<'a, Sqlite> + Type<Sqlite>,
+    {
+        match self {
+            StoreRow::Postgres(r) => r.try_get(column.name()),
+            StoreRow::Sqlite(r) => r.try_get(column.name()),
+        }
+    }
 }
 
 /// `($1, $2), ($3, $4), …`: `rows` groups of `width` placeholders.
@@ -87,34 +133,6 @@ pub(crate) fn values_list(rows: usize, width: usize) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// What went wrong with the control plane.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The URL is not postgres:// or sqlite://.
-    #[error("{DATABASE_URL_ENV} must be a postgres:// or sqlite:// URL")]
-    BadUrl,
-    /// The schema is older than this Rowfire.
-    #[error(
-        "the control plane at {shown} is not migrated (schema {have} of {want}); run `rowfire migrate`"
-    )]
-    NotMigrated {
-        /// Where, without secrets.
-        shown: String,
-        /// Its schema version.
-        have: i64,
-        /// This Rowfire's.
-        want: i64,
-    },
-    /// The database failed.
-    #[error("control plane ({shown}): {message}")]
-    Database {
-        /// Where, without secrets.
-        shown: String,
-        /// The database's message.
-        message: String,
-    },
 }
 
 /// A control plane connection pool.
@@ -163,11 +181,17 @@ macro_rules! fetch_all {
         match $tx {
             $crate::store::StoreTx::Postgres(tx) => {
                 sqlx::query(sqlx::AssertSqlSafe(String::from($sql)))$(.bind($arg))*.fetch_all(&mut **tx).await
-                    .and_then(|rows| rows.iter().map(|$row| $map).collect::<Result<Vec<_>, sqlx::Error>>())
+                    .and_then(|rows| rows.iter().map(|row| {
+                        let $row = &$crate::store::StoreRow::Postgres(row);
+                        $map
+                    }).collect::<Result<Vec<_>, sqlx::Error>>())
             }
             $crate::store::StoreTx::Sqlite(tx) => {
                 sqlx::query(sqlx::AssertSqlSafe($crate::store::sqlite_sql($sql)))$(.bind($arg))*.fetch_all(&mut **tx).await
-                    .and_then(|rows| rows.iter().map(|$row| $map).collect::<Result<Vec<_>, sqlx::Error>>())
+                    .and_then(|rows| rows.iter().map(|row| {
+                        let $row = &$crate::store::StoreRow::Sqlite(row);
+                        $map
+                    }).collect::<Result<Vec<_>, sqlx::Error>>())
             }
         }
     }};
@@ -190,8 +214,8 @@ pub(crate) use {execute, fetch_all};
 impl Store {
     /// Opens a control plane; a SQLite file is created if missing.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
-        match dialect_of(url).ok_or(StoreError::BadUrl)? {
-            Dialect::Postgres => {
+        match Engine::of_url(url).ok_or(StoreError::BadUrl)? {
+            Engine::Postgres => {
                 let opts = PgConnectOptions::from_str(url)
                     .map_err(|_| StoreError::BadUrl)?
                     .application_name("rowfire");
@@ -206,14 +230,14 @@ impl Store {
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(opts)
                     .await
-                    .map_err(|e| db_error(&shown, e))?;
+                    .map_err(|e| StoreError::database(&shown, e))?;
                 Ok(Store {
                     shown,
                     pool: Pool::Postgres(pool),
                     work: Arc::default(),
                 })
             }
-            Dialect::Sqlite => {
+            Engine::Sqlite => {
                 let opts = SqliteConnectOptions::from_str(url)
                     .map_err(|_| StoreError::BadUrl)?
                     .create_if_missing(true)
@@ -225,7 +249,7 @@ impl Store {
                     .max_connections(4)
                     .connect_with(opts)
                     .await
-                    .map_err(|e| db_error(&shown, e))?;
+                    .map_err(|e| StoreError::database(&shown, e))?;
                 Ok(Store {
                     shown,
                     pool: Pool::Sqlite(pool),
@@ -295,140 +319,22 @@ impl Store {
     }
 
     /// The engine.
-    pub fn dialect(&self) -> Dialect {
+    pub fn engine(&self) -> Engine {
         match self.pool {
-            Pool::Postgres(_) => Dialect::Postgres,
-            Pool::Sqlite(_) => Dialect::Sqlite,
+            Pool::Postgres(_) => Engine::Postgres,
+            Pool::Sqlite(_) => Engine::Sqlite,
         }
     }
 
     pub(crate) fn error(&self, e: sqlx::Error) -> StoreError {
-        db_error(&self.shown, e)
-    }
-
-    /// Applies the migrations this Rowfire has that the database lacks; returns how many ran.
-    pub async fn migrate(&self) -> Result<usize, StoreError> {
-        self.migrate_inner().await.map_err(|e| self.error(e))
-    }
-
-    async fn migrate_inner(&self) -> Result<usize, sqlx::Error> {
-        let mut applied = 0;
-        for (version, name, pg_sql, lite_sql) in MIGRATIONS {
-            let mut tx = self.begin_unscoped().await?;
-            if let StoreTx::Postgres(t) = &mut tx {
-                // Many workers may start at once: one migrates, the others wait and find it done.
-                sqlx::query("SELECT pg_advisory_xact_lock(7270601)")
-                    .execute(&mut **t)
-                    .await?;
-            }
-            execute!(
-                &mut tx,
-                "CREATE TABLE IF NOT EXISTS rowfire_migration (version BIGINT PRIMARY KEY, name TEXT NOT NULL)",
-                []
-            )?;
-            let done = fetch_all!(
-                &mut tx,
-                "SELECT version FROM rowfire_migration WHERE version = $1",
-                [*version],
-                |r| r.try_get::<i64, _>(0)
-            )?;
-            if done.is_empty() {
-                let sql = match &tx {
-                    StoreTx::Postgres(_) => *pg_sql,
-                    StoreTx::Sqlite(_) => *lite_sql,
-                };
-                match &mut tx {
-                    StoreTx::Postgres(t) => sqlx::raw_sql(AssertSqlSafe(sql))
-                        .execute(&mut **t)
-                        .await
-                        .map(|_| ())?,
-                    StoreTx::Sqlite(t) => sqlx::raw_sql(AssertSqlSafe(sql))
-                        .execute(&mut **t)
-                        .await
-                        .map(|_| ())?,
-                }
-                execute!(
-                    &mut tx,
-                    "INSERT INTO rowfire_migration (version, name) VALUES ($1, $2)",
-                    [*version, *name]
-                )?;
-                applied += 1;
-            }
-            tx.commit().await?;
-        }
-        Ok(applied)
-    }
-
-    /// Fails with advice when the schema is older than this Rowfire.
-    pub async fn check_migrated(&self) -> Result<(), StoreError> {
-        let want = MIGRATIONS.last().map_or(0, |m| m.0);
-        let have = async {
-            let mut tx = self.begin_unscoped().await?;
-            let exists = match &mut tx {
-                StoreTx::Postgres(t) => {
-                    sqlx::query("SELECT to_regclass('rowfire_migration') IS NOT NULL")
-                        .fetch_one(&mut **t)
-                        .await?
-                        .try_get::<bool, _>(0)?
-                }
-                StoreTx::Sqlite(t) => {
-                    sqlx::query(
-                        "SELECT count(*) FROM sqlite_master WHERE name = 'rowfire_migration'",
-                    )
-                    .fetch_one(&mut **t)
-                    .await?
-                    .try_get::<i64, _>(0)?
-                        > 0
-                }
-            };
-            let have = if exists {
-                fetch_all!(
-                    &mut tx,
-                    "SELECT coalesce(max(version), 0) FROM rowfire_migration",
-                    [],
-                    |r| r.try_get::<i64, _>(0)
-                )?[0]
-            } else {
-                0
-            };
-            tx.rollback().await?;
-            Ok::<i64, sqlx::Error>(have)
-        }
-        .await
-        .map_err(|e| self.error(e))?;
-        if have < want {
-            return Err(StoreError::NotMigrated {
-                shown: self.shown.clone(),
-                have,
-                want,
-            });
-        }
-        Ok(())
-    }
-
-    /// Begins a transaction with no workspace. Only migrations and the few statements that must
-    /// find work before knowing whose it is use this.
-    pub(crate) async fn begin_unscoped(&self) -> Result<StoreTx, sqlx::Error> {
-        Ok(match &self.pool {
-            Pool::Postgres(p) => StoreTx::Postgres(p.begin().await?),
-            Pool::Sqlite(p) => StoreTx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-        })
-    }
-
-    /// Begins a read-only look with no workspace (on SQLite a deferred transaction, so it takes
-    /// no write lock): for the idle sender's "when is the next delivery due".
-    pub(crate) async fn begin_unscoped_read(&self) -> Result<StoreTx, sqlx::Error> {
-        Ok(match &self.pool {
-            Pool::Postgres(p) => StoreTx::Postgres(p.begin().await?),
-            Pool::Sqlite(p) => StoreTx::Sqlite(p.begin().await?),
-        })
+        StoreError::database(&self.shown, e)
     }
 
     /// Begins a control-plane transaction for one workspace: every unit of work goes through
     /// here. On PostgreSQL it sets `app.workspace_id` for the transaction (row-level security
     /// keys on it once tenancy lands).
     pub async fn begin(&self, workspace: &str) -> Result<StoreTx, StoreError> {
-        let mut tx = self.begin_unscoped().await.map_err(|e| self.error(e))?;
+        let mut tx = self.begin_tx(false).await.map_err(|e| self.error(e))?;
         if let StoreTx::Postgres(t) = &mut tx {
             sqlx::query("SELECT set_config('app.workspace_id', $1, true)")
                 .bind(workspace)
@@ -437,6 +343,19 @@ impl Store {
                 .map_err(|e| self.error(e))?;
         }
         Ok(tx)
+    }
+}
+
+impl Store {
+    /// Opens a transaction (on SQLite, `BEGIN IMMEDIATE` unless `read`, so a writer takes the
+    /// write lock first and never fails to upgrade). Scoping is the caller's: [`Store::begin`]
+    /// or `unscoped`.
+    async fn begin_tx(&self, read: bool) -> Result<StoreTx, sqlx::Error> {
+        Ok(match &self.pool {
+            Pool::Postgres(p) => StoreTx::Postgres(p.begin().await?),
+            Pool::Sqlite(p) if read => StoreTx::Sqlite(p.begin().await?),
+            Pool::Sqlite(p) => StoreTx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+        })
     }
 }
 
@@ -455,17 +374,6 @@ impl StoreTx {
             StoreTx::Postgres(t) => t.rollback().await,
             StoreTx::Sqlite(t) => t.rollback().await,
         }
-    }
-}
-
-fn db_error(shown: &str, e: sqlx::Error) -> StoreError {
-    let message = match &e {
-        sqlx::Error::Database(db) => db.message().to_string(),
-        other => other.to_string(),
-    };
-    StoreError::Database {
-        shown: shown.to_string(),
-        message,
     }
 }
 

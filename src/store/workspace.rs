@@ -38,7 +38,7 @@ pub async fn get(store: &Store, workspace: &str) -> Result<Workspace, StoreError
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
-    rows.into_iter().next().ok_or_else(|| StoreError::Database {
+    rows.into_iter().next().ok_or_else(|| StoreError::Invalid {
         shown: store.shown().to_string(),
         message: format!("workspace \"{workspace}\" does not exist; run `rowfire migrate`"),
     })

@@ -1,0 +1,148 @@
+//! Migrations: the control plane's schema per engine (`migrations/{postgres,sqlite}`), applied
+//! in order, each once, in its own transaction.
+
+use sqlx::{AssertSqlSafe, Row as _};
+
+use super::{Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
+
+/// Migrations per engine, applied in order; each runs once, in its own transaction.
+const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
+    (
+        1,
+        "control_plane",
+        include_str!("../../migrations/postgres/0001_control_plane.sql"),
+        include_str!("../../migrations/sqlite/0001_control_plane.sql"),
+    ),
+    (
+        2,
+        "ledger",
+        include_str!("../../migrations/postgres/0002_ledger.sql"),
+        include_str!("../../migrations/sqlite/0002_ledger.sql"),
+    ),
+    (
+        3,
+        "delivery",
+        include_str!("../../migrations/postgres/0003_delivery.sql"),
+        include_str!("../../migrations/sqlite/0003_delivery.sql"),
+    ),
+    (
+        4,
+        "sending",
+        include_str!("../../migrations/postgres/0004_sending.sql"),
+        include_str!("../../migrations/sqlite/0004_sending.sql"),
+    ),
+    (
+        5,
+        "unreadable_clocks",
+        include_str!("../../migrations/postgres/0005_unreadable_clocks.sql"),
+        include_str!("../../migrations/sqlite/0005_unreadable_clocks.sql"),
+    ),
+    (
+        6,
+        "worker_leases",
+        include_str!("../../migrations/postgres/0006_worker_leases.sql"),
+        include_str!("../../migrations/sqlite/0006_worker_leases.sql"),
+    ),
+];
+
+impl Store {
+    /// Applies the migrations this Rowfire has that the database lacks; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, StoreError> {
+        self.migrate_inner().await.map_err(|e| self.error(e))
+    }
+
+    async fn migrate_inner(&self) -> Result<usize, sqlx::Error> {
+        let mut applied = 0;
+        for (version, name, pg_sql, lite_sql) in MIGRATIONS {
+            let mut tx = self.begin_unscoped(Unscoped::Migrate).await?;
+            if let StoreTx::Postgres(t) = &mut tx {
+                // Many workers may start at once: one migrates, the others wait and find it done.
+                sqlx::query("SELECT pg_advisory_xact_lock(7270601)")
+                    .execute(&mut **t)
+                    .await?;
+            }
+            execute!(
+                &mut tx,
+                "CREATE TABLE IF NOT EXISTS rowfire_migration (version BIGINT PRIMARY KEY, name TEXT NOT NULL)",
+                []
+            )?;
+            let done = fetch_all!(
+                &mut tx,
+                "SELECT version FROM rowfire_migration WHERE version = $1",
+                [*version],
+                |r| r.try_get::<i64, _>("version")
+            )?;
+            if done.is_empty() {
+                let sql = match &tx {
+                    StoreTx::Postgres(_) => *pg_sql,
+                    StoreTx::Sqlite(_) => *lite_sql,
+                };
+                match &mut tx {
+                    StoreTx::Postgres(t) => sqlx::raw_sql(AssertSqlSafe(sql))
+                        .execute(&mut **t)
+                        .await
+                        .map(|_| ())?,
+                    StoreTx::Sqlite(t) => sqlx::raw_sql(AssertSqlSafe(sql))
+                        .execute(&mut **t)
+                        .await
+                        .map(|_| ())?,
+                }
+                execute!(
+                    &mut tx,
+                    "INSERT INTO rowfire_migration (version, name) VALUES ($1, $2)",
+                    [*version, *name]
+                )?;
+                applied += 1;
+            }
+            tx.commit().await?;
+        }
+        Ok(applied)
+    }
+
+    /// Fails with advice when the schema is older than this Rowfire.
+    pub async fn check_migrated(&self) -> Result<(), StoreError> {
+        let want = MIGRATIONS.last().map_or(0, |m| m.0);
+        let have = async {
+            let mut tx = self.begin_unscoped(Unscoped::Migrate).await?;
+            let exists = match &mut tx {
+                StoreTx::Postgres(t) => {
+                    sqlx::query("SELECT to_regclass('rowfire_migration') IS NOT NULL AS found")
+                        .fetch_one(&mut **t)
+                        .await?
+                        .try_get::<bool, _>("found")?
+                }
+                StoreTx::Sqlite(t) => {
+                    sqlx::query(
+                        "SELECT count(*) AS found FROM sqlite_master WHERE name = 'rowfire_migration'",
+                    )
+                    .fetch_one(&mut **t)
+                    .await?
+                    .try_get::<i64, _>("found")?
+                        > 0
+                }
+            };
+            let have = if exists {
+                fetch_all!(
+                    &mut tx,
+                    "SELECT coalesce(max(version), 0) AS version FROM rowfire_migration",
+                    [],
+                    |r| r.try_get::<i64, _>("version")
+                )?[0]
+            } else {
+                0
+            };
+            tx.rollback().await?;
+            Ok::<i64, sqlx::Error>(have)
+        }
+        .await
+        .map_err(|e| self.error(e))?;
+        if have < want {
+            return Err(StoreError::NotMigrated {
+                shown: self.shown.clone(),
+                have,
+                want,
+            });
+        }
+        Ok(())
+    }
+}
