@@ -237,7 +237,7 @@ pub async fn stored_sources(
         &mut tx,
         "SELECT owner FROM secret WHERE workspace_id = $1 AND name IN ($2, $3)",
         [workspace, "dsn", FILE_URL],
-        |r| r.try_get::<String, _>(0)
+        |r| r.try_get::<String, _>("owner")
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -260,7 +260,7 @@ pub async fn file_urls(
         &mut tx,
         "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 AND key_id = $3 ORDER BY owner",
         [workspace, FILE_URL, IN_THE_CLEAR],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((r.try_get::<String, _>("owner")?, r.try_get::<String, _>("sealed")?))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -331,7 +331,10 @@ async fn sealed(
         &mut tx,
         "SELECT name, sealed FROM secret WHERE workspace_id = $1 AND owner = $2 ORDER BY name",
         [workspace, owner],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((
+            r.try_get::<String, _>("name")?,
+            r.try_get::<String, _>("sealed")?
+        ))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -354,7 +357,10 @@ pub async fn open_named(
         &mut tx,
         "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 ORDER BY owner",
         [workspace, name],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((
+            r.try_get::<String, _>("owner")?,
+            r.try_get::<String, _>("sealed")?
+        ))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
