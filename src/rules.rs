@@ -2,6 +2,7 @@
 //! the checksum of its meaning, and tombstones for rules that were removed.
 
 use std::fmt;
+use std::str::FromStr;
 
 use jiff::Timestamp;
 use sqlx::Row as _;
@@ -26,14 +27,32 @@ impl Mode {
             Mode::Live => "live",
         }
     }
+}
 
-    fn parse(s: &str) -> Mode {
-        if s == "live" {
-            Mode::Live
-        } else {
-            Mode::Shadow
+/// A rule mode read from the control plane that this Rowfire does not know (written by a newer
+/// Rowfire, or by hand). Never read as shadow: the rule's state is reported, not guessed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the control plane holds rule mode \"{0}\", a mode this Rowfire does not know (it knows shadow and live)"
+)]
+pub struct UnknownMode(pub String);
+
+impl FromStr for Mode {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Mode, UnknownMode> {
+        match s {
+            "shadow" => Ok(Mode::Shadow),
+            "live" => Ok(Mode::Live),
+            other => Err(UnknownMode(other.to_string())),
         }
     }
+}
+
+/// A `rule_state.mode` as read; an unknown one is a decode error of the statement that read it.
+fn stored_mode(s: &str) -> Result<Mode, sqlx::Error> {
+    s.parse()
+        .map_err(|e: UnknownMode| sqlx::Error::Decode(e.into()))
 }
 
 impl fmt::Display for Mode {
@@ -82,9 +101,9 @@ pub(crate) async fn reconcile(
         "SELECT rule_name, checksum, tombstoned_at FROM rule_state WHERE workspace_id = $1",
         [workspace],
         |r| Ok((
-            r.try_get::<String, _>(0)?,
-            r.try_get::<String, _>(1)?,
-            r.try_get::<Option<DbTime>, _>(2)?
+            r.try_get::<String, _>("rule_name")?,
+            r.try_get::<String, _>("checksum")?,
+            r.try_get::<Option<DbTime>, _>("tombstoned_at")?
         ))
     )?;
     let (mut new, mut changed, mut tombstoned) = (Vec::new(), Vec::new(), Vec::new());
@@ -138,10 +157,10 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<RuleState>, Stor
         "SELECT rule_name, trigger_name, mode, tombstoned_at FROM rule_state WHERE workspace_id = $1 ORDER BY rule_name",
         [workspace],
         |r| Ok(RuleState {
-            rule: r.try_get(0)?,
-            trigger: r.try_get(1)?,
-            mode: Mode::parse(&r.try_get::<String, _>(2)?),
-            tombstoned_at: r.try_get::<Option<DbTime>, _>(3)?.map(|t| t.0),
+            rule: r.try_get("rule_name")?,
+            trigger: r.try_get("trigger_name")?,
+            mode: stored_mode(&r.try_get::<String, _>("mode")?)?,
+            tombstoned_at: r.try_get::<Option<DbTime>, _>("tombstoned_at")?.map(|t| t.0),
         })
     )
     .map_err(|e| store.error(e))?;
@@ -162,10 +181,10 @@ pub async fn set_mode(
         &mut tx,
         "SELECT mode FROM rule_state WHERE workspace_id = $1 AND rule_name = $2 AND tombstoned_at IS NULL",
         [workspace, rule],
-        |r| r.try_get::<String, _>(0)
+        |r| stored_mode(&r.try_get::<String, _>("mode")?)
     )
     .map_err(|e| store.error(e))?;
-    let Some(before) = before.first().map(|m| Mode::parse(m)) else {
+    let Some(before) = before.first().copied() else {
         return Err(ModeError::UnknownRule(rule.to_string()));
     };
     if before != mode {
@@ -178,4 +197,85 @@ pub async fn set_mode(
     }
     tx.commit().await.map_err(|e| store.error(e))?;
     Ok(before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::SAMPLE_DEFINITIONS;
+    use crate::store::DEFAULT_WORKSPACE as WS;
+    use sqlx::Connection as _;
+
+    #[test]
+    fn modes_read_back_as_written_and_nothing_else_does() {
+        for mode in [Mode::Shadow, Mode::Live] {
+            assert_eq!(mode.to_string().parse::<Mode>(), Ok(mode));
+        }
+        for stored in ["paused", "", "Live", "shadow "] {
+            let err = stored.parse::<Mode>().unwrap_err();
+            assert_eq!(err, UnknownMode(stored.to_string()));
+            assert!(err.to_string().contains(&format!("\"{stored}\"")), "{err}");
+            assert!(
+                err.to_string().contains("this Rowfire does not know"),
+                "{err}"
+            );
+        }
+    }
+
+    /// A mode this Rowfire does not know (as a newer Rowfire that widened the CHECK would store)
+    /// is an error wherever it is read, never shadow.
+    #[tokio::test]
+    async fn an_unknown_stored_mode_is_an_error_not_shadow() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("control.db").display());
+        let store = Store::open(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let now = Timestamp::now();
+        crate::push::push(&store, WS, SAMPLE_DEFINITIONS, now)
+            .await
+            .unwrap();
+        let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("PRAGMA ignore_check_constraints = ON")
+            .execute(&mut raw)
+            .await
+            .unwrap();
+        let planted = sqlx::query(
+            "UPDATE rule_state SET mode = 'paused' WHERE workspace_id = 'default' AND rule_name = 'billing_ticket'",
+        )
+        .execute(&mut raw)
+        .await
+        .unwrap();
+        assert_eq!(planted.rows_affected(), 1);
+        raw.close().await.unwrap();
+
+        let err = list(&store, WS).await.unwrap_err();
+        assert!(matches!(err, StoreError::Database { .. }), "{err:?}");
+        assert!(err.to_string().contains("\"paused\""), "{err}");
+        assert!(
+            err.to_string().contains("this Rowfire does not know"),
+            "{err}"
+        );
+
+        let err = set_mode(&store, WS, "billing_ticket", Mode::Live, now)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ModeError::Store(_)), "{err:?}");
+        assert!(err.to_string().contains("\"paused\""), "{err}");
+        // Nothing was changed by the refused promote; other rules still read and change.
+        let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let (still,): (String,) = sqlx::query_as(
+            "SELECT mode FROM rule_state WHERE workspace_id = 'default' AND rule_name = 'billing_ticket'",
+        )
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+        assert_eq!(still, "paused");
+        raw.close().await.unwrap();
+        assert_eq!(
+            set_mode(&store, WS, "billing_heads_up", Mode::Live, now)
+                .await
+                .unwrap(),
+            Mode::Shadow
+        );
+    }
 }
