@@ -4,7 +4,6 @@
 use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
-use sqlx::Row as _;
 
 use crate::cadence::{self, Placement};
 use crate::definitions::{DEFAULT_SOURCE, Definitions};
@@ -127,7 +126,7 @@ pub async fn why(
         &mut tx,
         "SELECT mode, count FROM occurrence_count WHERE workspace_id = $1 AND rule_name = $2 AND dedup_key = $3 ORDER BY mode",
         [workspace, rule_name, &key],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?))
+        |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
     )
     .map_err(|e| e.to_string())?;
     tx.rollback().await.map_err(|e| e.to_string())?;

@@ -4,7 +4,6 @@
 //! through the delivery claim.
 
 use jiff::{SignedDuration, Timestamp};
-use sqlx::Row as _;
 
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
 
@@ -122,7 +121,7 @@ pub async fn reserve(
                 "SELECT paused_until FROM integration_state WHERE workspace_id = $1 AND name = $2{lock}"
             ),
             [workspace, name],
-            |r| r.try_get::<Option<DbTime>, _>(0)
+            |r| r.try_get::<Option<DbTime>, _>("paused_until")
         )?;
         let slot = next
             .into_iter()
@@ -153,10 +152,10 @@ pub async fn states(store: &Store, workspace: &str) -> Result<Vec<State>, StoreE
         "SELECT name, disabled_at, disabled_reason, paused_until FROM integration_state WHERE workspace_id = $1 ORDER BY name",
         [workspace],
         |r| Ok(State {
-            name: r.try_get(0)?,
-            disabled_at: r.try_get::<Option<DbTime>, _>(1)?.map(|t| t.0),
-            disabled_reason: r.try_get(2)?,
-            paused_until: r.try_get::<Option<DbTime>, _>(3)?.map(|t| t.0),
+            name: r.try_get("name")?,
+            disabled_at: r.try_get::<Option<DbTime>, _>("disabled_at")?.map(|t| t.0),
+            disabled_reason: r.try_get("disabled_reason")?,
+            paused_until: r.try_get::<Option<DbTime>, _>("paused_until")?.map(|t| t.0),
         })
     )
     .map_err(|e| store.error(e))?;

@@ -169,7 +169,10 @@ async fn insert_fires(
         .text("k", batch.iter().map(|((k, _), _)| k.as_str()))
         .text("b", batch.iter().map(|((_, b), _)| b.as_str()))
         .time("c", batch.iter().map(|(_, i)| clock(*i)))
-        .text("r", batch.iter().map(|(_, i)| rows[*i].to_json().to_string()));
+        .text(
+            "r",
+            batch.iter().map(|(_, i)| rows[*i].to_json().to_string()),
+        );
     let mut shared = fixed(&claim);
     shared.extend([
         Arg::Text(claim.trigger.name.clone()),

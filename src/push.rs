@@ -3,7 +3,6 @@
 //! trigger state ([`crate::poll`]) and rule state ([`crate::rules`]), all in one transaction.
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use crate::definitions::{Definitions, Problems, document_checksum, parse};
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
@@ -68,7 +67,10 @@ async fn push_in(
         &mut *tx,
         "SELECT version, checksum FROM definition_version WHERE workspace_id = $1 ORDER BY version DESC LIMIT 1",
         [workspace],
-        |r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((
+            r.try_get::<i64, _>("version")?,
+            r.try_get::<String, _>("checksum")?
+        ))
     )?;
     let mut summary = PushSummary::default();
     // Even an unchanged document repairs trigger state stored out of range.

@@ -2,7 +2,6 @@
 //! the checksum of its meaning, and tombstones for rules that were removed.
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use crate::definitions::Definitions;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all, stored_enum};
@@ -155,4 +154,91 @@ pub async fn set_mode(
     }
     tx.commit().await.map_err(|e| store.error(e))?;
     Ok(before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture::SAMPLE_DEFINITIONS;
+    use crate::store::DEFAULT_WORKSPACE as WS;
+    use sqlx::Connection as _;
+
+    #[test]
+    fn modes_read_back_as_written_and_nothing_else_does() {
+        for mode in [Mode::Shadow, Mode::Live] {
+            assert_eq!(mode.to_string().parse::<Mode>(), Ok(mode));
+        }
+        for stored in ["paused", "", "Live", "shadow "] {
+            let err = stored.parse::<Mode>().unwrap_err();
+            assert_eq!(
+                err,
+                crate::store::UnknownValue {
+                    what: "rule mode",
+                    value: stored.to_string()
+                }
+            );
+            assert!(err.to_string().contains(&format!("\"{stored}\"")), "{err}");
+            assert!(
+                err.to_string().contains("this Rowfire does not know"),
+                "{err}"
+            );
+        }
+    }
+
+    /// A mode this Rowfire does not know (as a newer Rowfire that widened the CHECK would store)
+    /// is an error wherever it is read, never shadow.
+    #[tokio::test]
+    async fn an_unknown_stored_mode_is_an_error_not_shadow() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("control.db").display());
+        let store = Store::open(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
+        crate::push::push(&store, WS, SAMPLE_DEFINITIONS, now)
+            .await
+            .unwrap();
+        let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("PRAGMA ignore_check_constraints = ON")
+            .execute(&mut raw)
+            .await
+            .unwrap();
+        let planted = sqlx::query(
+            "UPDATE rule_state SET mode = 'paused' WHERE workspace_id = 'default' AND rule_name = 'billing_ticket'",
+        )
+        .execute(&mut raw)
+        .await
+        .unwrap();
+        assert_eq!(planted.rows_affected(), 1);
+        raw.close().await.unwrap();
+
+        let err = list(&store, WS).await.unwrap_err();
+        assert!(matches!(err, StoreError::Database { .. }), "{err:?}");
+        assert!(err.to_string().contains("\"paused\""), "{err}");
+        assert!(
+            err.to_string().contains("this Rowfire does not know"),
+            "{err}"
+        );
+
+        let err = set_mode(&store, WS, "billing_ticket", Mode::Live, now)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ModeError::Store(_)), "{err:?}");
+        assert!(err.to_string().contains("\"paused\""), "{err}");
+        // Nothing was changed by the refused promote; other rules still read and change.
+        let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let (still,): (String,) = sqlx::query_as(
+            "SELECT mode FROM rule_state WHERE workspace_id = 'default' AND rule_name = 'billing_ticket'",
+        )
+        .fetch_one(&mut raw)
+        .await
+        .unwrap();
+        assert_eq!(still, "paused");
+        raw.close().await.unwrap();
+        assert_eq!(
+            set_mode(&store, WS, "billing_heads_up", Mode::Live, now)
+                .await
+                .unwrap(),
+            Mode::Shadow
+        );
+    }
 }

@@ -231,13 +231,12 @@ pub async fn stored_sources(
     workspace: &str,
 ) -> Result<std::collections::BTreeSet<String>, crate::store::StoreError> {
     use crate::store::fetch_all;
-    use sqlx::Row as _;
     let mut tx = store.begin(workspace).await?;
     let owners = fetch_all!(
         &mut tx,
         "SELECT owner FROM secret WHERE workspace_id = $1 AND name IN ($2, $3)",
         [workspace, "dsn", FILE_URL],
-        |r| r.try_get::<String, _>(0)
+        |r| r.try_get::<String, _>("owner")
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -254,13 +253,12 @@ pub async fn file_urls(
     workspace: &str,
 ) -> Result<std::collections::BTreeMap<String, String>, crate::store::StoreError> {
     use crate::store::fetch_all;
-    use sqlx::Row as _;
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
         "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 AND key_id = $3 ORDER BY owner",
         [workspace, FILE_URL, IN_THE_CLEAR],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((r.try_get::<String, _>("owner")?, r.try_get::<String, _>("sealed")?))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -325,13 +323,15 @@ async fn sealed(
     owner: &str,
 ) -> Result<Vec<(String, String)>, crate::store::StoreError> {
     use crate::store::fetch_all;
-    use sqlx::Row as _;
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
         "SELECT name, sealed FROM secret WHERE workspace_id = $1 AND owner = $2 ORDER BY name",
         [workspace, owner],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((
+            r.try_get::<String, _>("name")?,
+            r.try_get::<String, _>("sealed")?
+        ))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -348,13 +348,15 @@ pub async fn open_named(
     name: &str,
 ) -> Result<std::collections::BTreeMap<String, String>, StoredSecretError> {
     use crate::store::fetch_all;
-    use sqlx::Row as _;
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
         "SELECT owner, sealed FROM secret WHERE workspace_id = $1 AND name = $2 ORDER BY owner",
         [workspace, name],
-        |r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?))
+        |r| Ok((
+            r.try_get::<String, _>("owner")?,
+            r.try_get::<String, _>("sealed")?
+        ))
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;

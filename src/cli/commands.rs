@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use jiff::{SignedDuration, Timestamp};
+use rowfire::outbox::DeliveryStatus;
 
 /// Rowfire's commands.
 #[derive(Subcommand)]
@@ -194,9 +195,10 @@ pub(crate) enum Command {
         /// Only this rule's deliveries.
         #[arg(long)]
         rule: Option<String>,
-        /// Only deliveries in this state (pending, sent, suppressed, failed, dead, …).
-        #[arg(long)]
-        status: Option<String>,
+        /// Only deliveries in this state (pending, sent, skipped, suppressed, failed, dead,
+        /// expired, cancelled).
+        #[arg(long, value_parser = parse_status)]
+        status: Option<DeliveryStatus>,
         /// At most this many (up to 10000).
         #[arg(long, default_value_t = 50, value_parser = parse_limit)]
         limit: i64,
@@ -426,6 +428,14 @@ pub(crate) fn parse_concurrency(s: &str) -> Result<usize, String> {
 /// `--limit`: 1 to 10000 rows listed.
 pub(crate) fn parse_limit(s: &str) -> Result<i64, String> {
     bounded(s, "rows", 1, 10_000).map(|n| n as i64)
+}
+
+/// `--status`: one of the delivery states.
+pub(crate) fn parse_status(s: &str) -> Result<DeliveryStatus, String> {
+    s.parse().map_err(|_| {
+        let known: Vec<&str> = DeliveryStatus::ALL.iter().map(|d| d.as_str()).collect();
+        format!("a delivery state is one of {}", known.join(", "))
+    })
 }
 
 /// `--sample`: 0 to 1000 sample fires.

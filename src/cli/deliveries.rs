@@ -16,7 +16,7 @@ pub(crate) async fn run(
     config: &Config,
     command: Option<DeliveriesCommand>,
     rule: Option<String>,
-    status: Option<String>,
+    status: Option<rowfire::outbox::DeliveryStatus>,
     limit: i64,
 ) -> Result<ExitCode> {
     let store = open_store(config).await?;
@@ -116,7 +116,7 @@ async fn show(store: &Store, id: i64) -> Result<ExitCode> {
     println!("  attempts   {}", attempts.len());
     for (n, a) in attempts.iter().enumerate() {
         let status = a.status_code.map_or("-".to_string(), |s| s.to_string());
-        let class = a.error_class.unwrap_or("ok");
+        let class = a.error_class.map_or("ok", |c| c.as_str());
         let response: String = a
             .response
             .as_deref()

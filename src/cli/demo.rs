@@ -86,7 +86,10 @@ pub(crate) async fn print_inbox(store: &Store) -> Result<()> {
     let latest = rowfire::outbox::inbox(&mut tx, DEFAULT_WORKSPACE, 3).await?;
     let deliveries = rowfire::outbox::list(&mut tx, DEFAULT_WORKSPACE, &Default::default()).await?;
     tx.rollback().await?;
-    let sent = deliveries.iter().filter(|d| d.status == "sent").count();
+    let sent = deliveries
+        .iter()
+        .filter(|d| d.status == rowfire::outbox::DeliveryStatus::Sent)
+        .count();
     println!("Demo inbox: {sent} message(s) delivered. The latest:");
     for (action, recipient, body) in latest {
         println!("  {action} to {}: {body}", recipient.unwrap_or_default());

@@ -3,7 +3,6 @@
 //! reconciles trigger and rule state.
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use super::{Definitions, Problems, parse};
 use crate::store::{DbTime, Store, StoreError, fetch_all};
@@ -30,7 +29,7 @@ pub async fn get(
         &mut tx,
         "SELECT version, document, pushed_at FROM definition_version WHERE workspace_id = $1 AND ($2 < 0 OR version = $2) ORDER BY version DESC LIMIT 1",
         [workspace, version.unwrap_or(-1)],
-        |r| Ok(Version { version: r.try_get(0)?, document: r.try_get(1)?, pushed_at: r.try_get::<DbTime, _>(2)?.0 })
+        |r| Ok(Version { version: r.try_get("version")?, document: r.try_get("document")?, pushed_at: r.try_get::<DbTime, _>("pushed_at")?.0 })
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;

@@ -162,9 +162,7 @@ pub async fn enqueue(
                 None,
             ),
             (Ok(_), Mode::Live) if capped.is_some() => (DeliveryStatus::Suppressed, capped, None),
-            (Ok(_), Mode::Live) if in_process => {
-                (DeliveryStatus::Sent, None, Some(DbTime(now)))
-            }
+            (Ok(_), Mode::Live) if in_process => (DeliveryStatus::Sent, None, Some(DbTime(now))),
             (Ok(_), Mode::Live) => (DeliveryStatus::Pending, None, None),
         };
         queued += usize::from(status == DeliveryStatus::Pending);
@@ -335,7 +333,11 @@ pub async fn counts(
         tx,
         "SELECT status, COUNT(*) AS n, MIN(due_at) AS first_due FROM delivery WHERE workspace_id = $1 GROUP BY status ORDER BY status",
         [workspace],
-        |r| Ok((r.try_get("status")?, r.try_get("n")?, r.try_get::<DbTime, _>("first_due")?.0))
+        |r| Ok((
+            r.try_get("status")?,
+            r.try_get("n")?,
+            r.try_get::<DbTime, _>("first_due")?.0
+        ))
     )
 }
 
@@ -349,7 +351,11 @@ pub async fn inbox(
         tx,
         "SELECT action, recipient, body FROM inbox_message WHERE workspace_id = $1 ORDER BY id DESC LIMIT $2",
         [workspace, limit],
-        |r| Ok((r.try_get("action")?, r.try_get("recipient")?, r.try_get("body")?))
+        |r| Ok((
+            r.try_get("action")?,
+            r.try_get("recipient")?,
+            r.try_get("body")?
+        ))
     )
 }
 

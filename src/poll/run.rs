@@ -1,7 +1,6 @@
 //! Poll runs (the `run` table): one row per poll with its window, counts, status and error.
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use super::state::Lease;
 use crate::sql_guard::Window;
@@ -39,7 +38,7 @@ pub async fn start(
         "INSERT INTO run (workspace_id, trigger_name, worker, fencing_token, window_since, window_until, status, started_at)
          VALUES ($1, $2, $3, $4, $5, $6, 'running', $7) RETURNING id",
         [&lease.workspace, &lease.trigger, &lease.worker, lease.token, DbTime(window.since), DbTime(window.until), DbTime(now)],
-        |r| r.try_get::<i64, _>(0)
+        |r| r.try_get::<i64, _>("id")
     )
     .map_err(|e| store.error(e))?[0];
     tx.commit().await.map_err(|e| store.error(e))?;

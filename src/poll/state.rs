@@ -3,7 +3,6 @@
 //! fencing token.
 
 use jiff::{SignedDuration, Timestamp};
-use sqlx::Row as _;
 
 use crate::definitions::{Definitions, limits};
 use crate::store::{DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
@@ -119,8 +118,8 @@ pub(crate) async fn reconcile(
         "SELECT trigger_name, removed_at FROM trigger_state WHERE workspace_id = $1",
         [workspace],
         |r| Ok((
-            r.try_get::<String, _>(0)?,
-            r.try_get::<Option<DbTime>, _>(1)?
+            r.try_get::<String, _>("trigger_name")?,
+            r.try_get::<Option<DbTime>, _>("removed_at")?
         ))
     )?;
     let (mut new, mut removed) = (Vec::new(), Vec::new());
@@ -202,30 +201,33 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
          FROM trigger_state WHERE workspace_id = $1 ORDER BY trigger_name",
         [workspace],
         |r| {
-            let trigger: String = r.try_get(0)?;
-            let watermark = stored("watermark", r.try_get::<DbTime, _>(2));
-            let next_poll_at = stored("next poll", r.try_get::<DbTime, _>(3));
+            let trigger: String = r.try_get("trigger_name")?;
+            let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
+            let next_poll_at = stored("next poll", r.try_get::<DbTime, _>("next_poll_at"));
             let problem = [&watermark, &next_poll_at]
                 .into_iter()
                 .find_map(|t| t.as_ref().err())
                 .map(|what| repair_advice(&trigger, what));
             Ok(TriggerState {
-                source: r.try_get(1)?,
+                source: r.try_get("source_name")?,
                 watermark: watermark.unwrap_or(DbTime::EARLIEST),
                 next_poll_at: next_poll_at.unwrap_or(DbTime::EARLIEST),
-                last_error: r.try_get(4)?,
+                last_error: r.try_get("last_error")?,
                 removed_at: r
-                    .try_get::<Option<DbTime>, _>(5)
+                    .try_get::<Option<DbTime>, _>("removed_at")
                     .ok()
                     .flatten()
                     .map(|t| t.0),
-                poll_interval: stored_interval(r.try_get(6)?, limits::MAX_POLL_INTERVAL),
-                lease_holder: r.try_get(7)?,
-                lease_expires_at: optional_time(r.try_get::<Option<DbTime>, _>(8)),
+                poll_interval: stored_interval(
+                    r.try_get("poll_interval_ms")?,
+                    limits::MAX_POLL_INTERVAL,
+                ),
+                lease_holder: r.try_get("lease_owner")?,
+                lease_expires_at: optional_time(r.try_get::<Option<DbTime>, _>("lease_expires_at")),
                 lease_for: r
-                    .try_get::<Option<i64>, _>(9)?
+                    .try_get::<Option<i64>, _>("lease_ms")?
                     .map(|ms| stored_interval(ms, super::MAX_LEASE)),
-                last_polled_at: optional_time(r.try_get::<Option<DbTime>, _>(10)),
+                last_polled_at: optional_time(r.try_get::<Option<DbTime>, _>("last_polled_at")),
                 trigger,
                 problem,
             })
@@ -304,21 +306,24 @@ pub async fn lease_due(
                 lease_for.as_millis() as i64
             ],
             |r| {
-                let trigger: String = r.try_get(1)?;
-                let watermark = stored("watermark", r.try_get::<DbTime, _>(3));
-                let origin = stored("origin", r.try_get::<DbTime, _>(4));
+                let trigger: String = r.try_get("trigger_name")?;
+                let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
+                let origin = stored("origin", r.try_get::<DbTime, _>("origin"));
                 let problem = [&watermark, &origin]
                     .into_iter()
                     .find_map(|t| t.as_ref().err())
                     .map(|what| repair_advice(&trigger, what));
                 Ok(Lease {
-                    workspace: r.try_get(0)?,
+                    workspace: r.try_get("workspace_id")?,
                     worker: worker.to_string(),
-                    token: r.try_get(2)?,
+                    token: r.try_get("fencing_token")?,
                     watermark: watermark.unwrap_or(now),
                     origin: origin.unwrap_or(now),
-                    lookback: stored_interval(r.try_get(5)?, limits::MAX_LOOKBACK),
-                    poll_interval: stored_interval(r.try_get(6)?, limits::MAX_POLL_INTERVAL),
+                    lookback: stored_interval(r.try_get("lookback_ms")?, limits::MAX_LOOKBACK),
+                    poll_interval: stored_interval(
+                        r.try_get("poll_interval_ms")?,
+                        limits::MAX_POLL_INTERVAL,
+                    ),
                     expires_at,
                     trigger,
                     problem,
@@ -396,10 +401,10 @@ pub(crate) async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreEr
         let mut tx = store.begin_unscoped(Unscoped::Look).await?;
         let rows = fetch_all!(
             &mut tx,
-            "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END)
+            "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END) AS next_due
              FROM trigger_state WHERE removed_at IS NULL",
             [],
-            |r| r.try_get::<Option<DbTime>, _>(0)
+            |r| r.try_get::<Option<DbTime>, _>("next_due")
         )?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(rows.into_iter().next().flatten().map(|t| t.0))

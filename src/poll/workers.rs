@@ -4,7 +4,6 @@
 //! workspace; these statements are unscoped.
 
 use jiff::{SignedDuration, Timestamp};
-use sqlx::Row as _;
 
 use crate::clock::Clock;
 use crate::store::{DbTime, Store, StoreError, Unscoped, execute, fetch_all};
@@ -157,12 +156,12 @@ pub async fn recent(store: &Store, since: Timestamp) -> Result<Vec<WorkerSeen>, 
              WHERE last_seen_at >= $1 ORDER BY last_seen_at DESC, id LIMIT 1000",
             [DbTime(since)],
             |r| Ok(WorkerSeen {
-                id: r.try_get(0)?,
-                host: r.try_get(1)?,
-                pid: r.try_get(2)?,
-                started_at: r.try_get::<DbTime, _>(3)?.0,
-                last_seen_at: r.try_get::<DbTime, _>(4)?.0,
-                stopped_at: r.try_get::<Option<DbTime>, _>(5)?.map(|t| t.0),
+                id: r.try_get("id")?,
+                host: r.try_get("host")?,
+                pid: r.try_get("pid")?,
+                started_at: r.try_get::<DbTime, _>("started_at")?.0,
+                last_seen_at: r.try_get::<DbTime, _>("last_seen_at")?.0,
+                stopped_at: r.try_get::<Option<DbTime>, _>("stopped_at")?.map(|t| t.0),
             })
         )?;
         tx.rollback().await?;

@@ -8,7 +8,9 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::outbox::DeliveryStatus;
 use crate::store::batch::{Rows, fetch_with_rows};
-use crate::store::{Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, fetch_all, stored_enum};
+use crate::store::{
+    Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, fetch_all, stored_enum,
+};
 
 /// Deliveries claimed per statement by default.
 pub const DEFAULT_BATCH: i64 = 200;
@@ -223,7 +225,8 @@ pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
              WHERE s.disabled_at IS NULL"
         );
         let mut tx = store.begin_unscoped(Unscoped::Look).await?;
-        let next = fetch_all!(&mut tx, &sql, [], |r| r.try_get::<Option<DbTime>, _>("next"))?;
+        let next = fetch_all!(&mut tx, &sql, [], |r| r
+            .try_get::<Option<DbTime>, _>("next"))?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(next.into_iter().flatten().next().map(|t| t.0))
     };
@@ -377,9 +380,14 @@ async fn settle_group(
         )
         .opt_text(
             "a_class",
-            tried.iter().map(|(_, a)| a.error_class.map(ErrorClass::as_str)),
+            tried
+                .iter()
+                .map(|(_, a)| a.error_class.map(ErrorClass::as_str)),
         )
-        .opt_text("a_response", tried.iter().map(|(_, a)| a.response.as_deref()));
+        .opt_text(
+            "a_response",
+            tried.iter().map(|(_, a)| a.response.as_deref()),
+        );
     fetch_with_rows(
         tx,
         &attempts,

@@ -105,7 +105,9 @@ impl Rows {
 
     fn with(mut self, name: &'static str, values: Values) -> Rows {
         debug_assert!(
-            self.columns.first().is_none_or(|(_, c)| c.len() == values.len()),
+            self.columns
+                .first()
+                .is_none_or(|(_, c)| c.len() == values.len()),
             "every column of a batch has one value per row"
         );
         self.columns.push((name, values));

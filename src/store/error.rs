@@ -150,7 +150,10 @@ mod tests {
 
     #[test]
     fn lost_pools_are_connection_failures_and_a_missing_row_is_not() {
-        assert_eq!(ErrorKind::of(&sqlx::Error::PoolTimedOut), ErrorKind::ConnectionLost);
+        assert_eq!(
+            ErrorKind::of(&sqlx::Error::PoolTimedOut),
+            ErrorKind::ConnectionLost
+        );
         assert!(ErrorKind::of(&sqlx::Error::PoolClosed).is_transient());
         assert_eq!(ErrorKind::of(&sqlx::Error::RowNotFound), ErrorKind::Other);
     }

@@ -111,15 +111,13 @@ impl Store {
                         .await?
                         .try_get::<bool, _>("found")?
                 }
-                StoreTx::Sqlite(t) => {
-                    sqlx::query(
-                        "SELECT count(*) AS found FROM sqlite_master WHERE name = 'rowfire_migration'",
-                    )
-                    .fetch_one(&mut **t)
-                    .await?
-                    .try_get::<i64, _>("found")?
-                        > 0
-                }
+                StoreTx::Sqlite(t) => sqlx::query(
+                    "SELECT count(*) AS found FROM sqlite_master WHERE name = 'rowfire_migration'",
+                )
+                .fetch_one(&mut **t)
+                .await?
+                .try_get::<i64, _>("found")?
+                    > 0,
             };
             let have = if exists {
                 fetch_all!(

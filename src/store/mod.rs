@@ -110,29 +110,16 @@ impl StoreRow<'_> {
     /// Reads the column named `column`, decoded as `T`.
     pub fn try_get<T, N: ColumnName>(&self, column: N) -> Result<T, sqlx::Error>
     where
-        T: for<'a> Decode<'a, Postgres> + Type<Postgres> + for<'a> Decode<'a, Sqlite> + Type<Sqlite>,
+        T: for<'a> Decode<'a, Postgres>
+            + Type<Postgres>
+            + for<'a> Decode<'a, Sqlite>
+            + Type<Sqlite>,
     {
         match self {
             StoreRow::Postgres(r) => r.try_get(column.name()),
             StoreRow::Sqlite(r) => r.try_get(column.name()),
         }
     }
-}
-
-/// `($1, $2), ($3, $4), …`: `rows` groups of `width` placeholders.
-pub(crate) fn values_list(rows: usize, width: usize) -> String {
-    (0..rows)
-        .map(|r| {
-            format!(
-                "({})",
-                (1..=width)
-                    .map(|c| format!("${}", r * width + c))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A control plane connection pool.

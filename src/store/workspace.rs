@@ -1,7 +1,6 @@
 //! Workspaces (the `workspace` table): the tenant every row belongs to, and its halt switch.
 
 use jiff::Timestamp;
-use sqlx::Row as _;
 
 use super::{DbTime, Store, StoreError, execute, fetch_all};
 
@@ -26,12 +25,12 @@ pub async fn get(store: &Store, workspace: &str) -> Result<Workspace, StoreError
         "SELECT id, name, timezone, halted_reason, halted_at FROM workspace WHERE id = $1",
         [workspace],
         |r| {
-            let reason: Option<String> = r.try_get(3)?;
-            let at: Option<DbTime> = r.try_get(4)?;
+            let reason: Option<String> = r.try_get("halted_reason")?;
+            let at: Option<DbTime> = r.try_get("halted_at")?;
             Ok(Workspace {
-                id: r.try_get(0)?,
-                name: r.try_get(1)?,
-                timezone: r.try_get(2)?,
+                id: r.try_get("id")?,
+                name: r.try_get("name")?,
+                timezone: r.try_get("timezone")?,
                 halted: reason.zip(at.map(|t| t.0)),
             })
         }

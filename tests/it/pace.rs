@@ -17,6 +17,8 @@ use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 use crate::receiver::{Receiver, Reply};
 use crate::sending::{Options, Setup, add_signups, prepare};
 use crate::support::now;
+use rowfire::outbox::DeliveryStatus;
+use rowfire::send::queue::ErrorClass;
 
 #[tokio::test]
 async fn a_frequency_cap_suppresses_sends_to_one_recipient_past_the_cap_with_the_reason() {
@@ -27,7 +29,10 @@ async fn a_frequency_cap_suppresses_sends_to_one_recipient_past_the_cap_with_the
     };
     let s = Setup::sqlite(5, opts).await;
     let all = s.deliveries().await;
-    let suppressed: Vec<_> = all.iter().filter(|d| d.status == "suppressed").collect();
+    let suppressed: Vec<_> = all
+        .iter()
+        .filter(|d| d.status == DeliveryStatus::Suppressed)
+        .collect();
     assert_eq!((all.len(), suppressed.len()), (5, 3), "{all:?}");
     assert!(
         suppressed[0]
@@ -56,7 +61,7 @@ async fn a_rate_limit_paces_an_integration_and_holds_back_what_does_not_fit() {
         .deliveries()
         .await
         .into_iter()
-        .filter(|d| d.status == "pending")
+        .filter(|d| d.status == DeliveryStatus::Pending)
         .count();
     assert_eq!(held, 3);
     let state = rowfire::integrations::states(&s.store, WS).await.unwrap();
@@ -79,13 +84,13 @@ async fn a_2xx_saying_ok_false_fails_when_the_action_says_so() {
         .script([Reply::status(200).body(r#"{"ok": false, "error": "channel_not_found"}"#)]);
     s.at(SignedDuration::ZERO).await;
     let d = s.only().await;
-    assert_eq!(d.status, "failed");
+    assert_eq!(d.status, DeliveryStatus::Failed);
     assert!(
         d.reason.as_deref().unwrap().contains("channel_not_found"),
         "{d:?}"
     );
     let attempts = queue::attempts(&s.store, WS, d.id).await.unwrap();
-    assert_eq!(attempts[0].error_class, Some("rejected"));
+    assert_eq!(attempts[0].error_class, Some(ErrorClass::Rejected));
 }
 
 #[tokio::test]
@@ -100,7 +105,7 @@ async fn after_the_last_retry_a_delivery_is_dead_with_every_attempt_kept_and_can
         at += SignedDuration::from_hours(27); // past the longest wait, 24 h + 10%
     }
     let d = s.only().await;
-    assert_eq!(d.status, "dead", "{d:?}");
+    assert_eq!(d.status, DeliveryStatus::Dead, "{d:?}");
     assert!(
         d.reason
             .as_deref()
@@ -122,7 +127,7 @@ async fn after_the_last_retry_a_delivery_is_dead_with_every_attempt_kept_and_can
         .unwrap();
     s.at(at).await;
     let d = s.only().await;
-    assert_eq!(d.status, "sent");
+    assert_eq!(d.status, DeliveryStatus::Sent);
     let seen = s.receiver.seen();
     assert_eq!(seen.len(), RETRY_SCHEDULE.len() + 1);
     assert!(

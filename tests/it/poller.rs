@@ -19,6 +19,7 @@ use rowfire::store::{DEFAULT_WORKSPACE as WS, Store, workspace};
 use sqlx::{Connection, SqliteConnection};
 
 use crate::support::{TestSqlite, now, sample_source};
+use rowfire::outbox::DeliveryStatus;
 
 const DAYS_120: SignedDuration = SignedDuration::from_hours(24 * 120);
 
@@ -362,7 +363,7 @@ on_both_engines!(
 async fn promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow(url: &str) {
     let w = World::declines_polled(url).await;
     let shadow = w.fires("billing_ticket").await;
-    assert!(!shadow.is_empty() && shadow.iter().all(|f| f.mode == "shadow"));
+    assert!(!shadow.is_empty() && shadow.iter().all(|f| f.mode == Mode::Shadow));
     rules::set_mode(&w.store, WS, "billing_ticket", Mode::Live, w.clock.now())
         .await
         .unwrap();
@@ -378,7 +379,7 @@ async fn promoting_a_rule_lets_it_send_for_keys_it_claimed_in_shadow(url: &str) 
     assert_eq!((live.mode, live.fired), (Mode::Live, shadow.len() as u64));
     let all = w.fires("billing_ticket").await;
     assert_eq!(
-        all.iter().filter(|f| f.mode == "live").count(),
+        all.iter().filter(|f| f.mode == Mode::Live).count(),
         shadow.len()
     );
 }
@@ -409,9 +410,9 @@ async fn every_fire_is_written_with_its_deliveries_shadow_ones_suppressed(url: &
         fires.len(),
         "one delivery per binding of every fire"
     );
-    assert!(ds.iter().all(|d| d.status == "suppressed"
+    assert!(ds.iter().all(|d| d.status == DeliveryStatus::Suppressed
         && d.reason.as_deref() == Some("shadow")
-        && d.mode == "shadow"));
+        && d.mode == Mode::Shadow));
     let fire_ids: BTreeSet<i64> = fires.iter().map(|f| f.id).collect();
     assert_eq!(
         ds.iter().map(|d| d.fire_id).collect::<BTreeSet<_>>(),
@@ -484,7 +485,7 @@ async fn a_template_naming_a_missing_column_fails_that_delivery_with_the_name(ur
         .collect();
     assert!(!ds.is_empty());
     for d in &ds {
-        assert_eq!(d.status, "failed");
+        assert_eq!(d.status, DeliveryStatus::Failed);
         assert!(
             d.reason.as_deref().unwrap().contains("customer_name"),
             "{:?}",
@@ -496,7 +497,7 @@ async fn a_template_naming_a_missing_column_fails_that_delivery_with_the_name(ur
         .await
         .into_iter()
         .filter(|d| d.rule == "billing_heads_up")
-        .all(|d| d.status == "suppressed");
+        .all(|d| d.status == DeliveryStatus::Suppressed);
     assert!(others, "other rules are untouched");
 }
 on_both_engines!(

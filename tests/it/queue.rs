@@ -13,6 +13,8 @@ use rowfire::send::queue::{self, Claimed, Settlement};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
 
 use crate::support::{TestSqlite, now, sample_source};
+use rowfire::outbox::DeliveryStatus;
+use rowfire::send::queue::ErrorClass;
 
 /// A control plane holding the pending deliveries of three live rules whose integration points
 /// outside the machine (nothing is sent: the queue is only claimed and settled here).
@@ -174,7 +176,7 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
     let (store, pending) = pending_deliveries(url).await;
     let first = claim(&store, now()).await.remove(0);
     let failed = Settlement::Terminal {
-        status: "failed",
+        status: DeliveryStatus::Failed,
         reason: "400: bad request".into(),
     };
     assert!(queue::settle(&store, &first, &failed, now()).await.unwrap());
@@ -292,7 +294,7 @@ async fn a_replayed_settle_changes_nothing_and_records_the_attempt_once(url: &st
             started_at: now(),
             latency_ms: 12,
             status_code: Some(503),
-            error_class: Some("http_status"),
+            error_class: Some(ErrorClass::HttpStatus),
             response: Some("busy".into()),
         }),
         at: now(),

@@ -21,6 +21,8 @@ use sqlx::{Connection, SqliteConnection};
 
 use crate::receiver::{Receiver, Reply};
 use crate::support::{TestSqlite, now};
+use rowfire::outbox::DeliveryStatus;
+use rowfire::send::queue::ErrorClass;
 
 /// The webhook signing secret every test sets.
 pub fn signing_secret() -> String {
@@ -222,7 +224,7 @@ async fn two_503s_then_a_200_is_sent_on_the_third_attempt_with_one_webhook_id() 
         .script([Reply::status(503), Reply::status(503), Reply::status(200)]);
     s.at(SignedDuration::ZERO).await;
     assert_eq!(s.receiver.count(), 1);
-    assert_eq!(s.only().await.status, "pending");
+    assert_eq!(s.only().await.status, DeliveryStatus::Pending);
     s.at(SignedDuration::from_secs(4)).await;
     assert_eq!(
         s.receiver.count(),
@@ -235,7 +237,7 @@ async fn two_503s_then_a_200_is_sent_on_the_third_attempt_with_one_webhook_id() 
     let seen = s.receiver.seen();
     assert_eq!(seen.len(), 3);
     let d = s.only().await;
-    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(d.status, DeliveryStatus::Sent, "{d:?}");
     let ids: std::collections::BTreeSet<&str> =
         seen.iter().map(|r| r.header("webhook-id")).collect();
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -245,7 +247,11 @@ async fn two_503s_then_a_200_is_sent_on_the_third_attempt_with_one_webhook_id() 
     assert_eq!(codes, [Some(503), Some(503), Some(200)]);
     assert_eq!(
         attempts.iter().map(|a| a.error_class).collect::<Vec<_>>(),
-        [Some("http_status"), Some("http_status"), None]
+        [
+            Some(ErrorClass::HttpStatus),
+            Some(ErrorClass::HttpStatus),
+            None
+        ]
     );
     assert_eq!(
         (seen[0].method.as_str(), seen[0].path.as_str()),
@@ -289,7 +295,12 @@ async fn a_429_with_retry_after_2_is_not_retried_sooner_and_slows_the_whole_inte
     );
     s.at(SignedDuration::from_secs(6)).await;
     assert_eq!(s.receiver.count(), 4);
-    assert!(s.deliveries().await.iter().all(|d| d.status == "sent"));
+    assert!(
+        s.deliveries()
+            .await
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Sent)
+    );
     let seen = s.receiver.seen();
     let first = seen[0].header("webhook-id");
     assert_eq!(
@@ -310,7 +321,7 @@ async fn a_400_fails_at_once_without_a_retry() {
     s.at(SignedDuration::from_hours(30)).await;
     assert_eq!(s.receiver.count(), 1);
     let d = s.only().await;
-    assert_eq!(d.status, "failed");
+    assert_eq!(d.status, DeliveryStatus::Failed);
     assert!(d.reason.as_deref().unwrap().starts_with("400"), "{d:?}");
 }
 
@@ -334,7 +345,7 @@ async fn a_410_disables_the_integration_and_its_other_deliveries_wait_until_enab
     let all = s.deliveries().await;
     assert_eq!(all.len(), 5);
     assert!(
-        all.iter().all(|d| d.status == "pending"),
+        all.iter().all(|d| d.status == DeliveryStatus::Pending),
         "every delivery waits, unlost: {all:?}"
     );
     assert!(
@@ -345,7 +356,10 @@ async fn a_410_disables_the_integration_and_its_other_deliveries_wait_until_enab
     s.at(SignedDuration::from_hours(48)).await;
     assert_eq!(s.receiver.count(), 6);
     assert!(
-        s.deliveries().await.iter().all(|d| d.status == "sent"),
+        s.deliveries()
+            .await
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Sent),
         "{:?}",
         s.deliveries().await
     );
@@ -358,15 +372,15 @@ async fn a_timeout_is_retried_with_the_same_idempotency_key() {
         .script([Reply::status(200).after(Duration::from_secs(2))]);
     s.at(SignedDuration::ZERO).await;
     let d = s.only().await;
-    assert_eq!(d.status, "pending");
+    assert_eq!(d.status, DeliveryStatus::Pending);
     assert_eq!(d.reason.as_deref(), Some("timed out"));
     s.at(SignedDuration::from_secs(6)).await;
     let seen = s.receiver.seen();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].header("webhook-id"), seen[1].header("webhook-id"));
-    assert_eq!(s.only().await.status, "sent");
+    assert_eq!(s.only().await.status, DeliveryStatus::Sent);
     let attempts = queue::attempts(&s.store, WS, d.id).await.unwrap();
-    assert_eq!(attempts[0].error_class, Some("timeout"));
+    assert_eq!(attempts[0].error_class, Some(ErrorClass::Timeout));
 }
 
 #[tokio::test]
@@ -382,7 +396,7 @@ async fn an_expired_delivery_is_never_sent() {
     s.at(SignedDuration::from_mins(11)).await;
     assert_eq!(s.receiver.count(), 1);
     let d = s.only().await;
-    assert_eq!(d.status, "expired", "{d:?}");
+    assert_eq!(d.status, DeliveryStatus::Expired, "{d:?}");
     s.at(SignedDuration::from_hours(30)).await;
     assert_eq!(s.receiver.count(), 1);
 }
@@ -400,12 +414,12 @@ async fn a_delivery_to_127_0_0_1_is_refused_by_default_and_delivered_when_allowe
     refused.at(SignedDuration::ZERO).await;
     assert_eq!(refused.receiver.count(), 0);
     let d = refused.only().await;
-    assert_eq!(d.status, "failed");
+    assert_eq!(d.status, DeliveryStatus::Failed);
     assert!(d.reason.as_deref().unwrap().contains("loopback"), "{d:?}");
     let allowed = Setup::sqlite(1, Options::default()).await;
     allowed.at(SignedDuration::ZERO).await;
     assert_eq!(allowed.receiver.count(), 1);
-    assert_eq!(allowed.only().await.status, "sent");
+    assert_eq!(allowed.only().await.status, DeliveryStatus::Sent);
 }
 
 #[tokio::test]
@@ -436,7 +450,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_after_resolution() {
         .deliveries()
         .await
         .into_iter()
-        .find(|d| d.status == "failed")
+        .find(|d| d.status == DeliveryStatus::Failed)
         .expect("the delivery to localhost failed");
     assert!(
         to_localhost.reason.as_deref().unwrap().contains("loopback"),
@@ -476,7 +490,7 @@ async fn a_redirect_is_never_followed_and_fails_the_delivery_with_its_status() {
     s.at(SignedDuration::ZERO).await;
     assert_eq!(s.receiver.count(), 1, "the Location was not followed");
     let d = s.only().await;
-    assert_eq!(d.status, "failed");
+    assert_eq!(d.status, DeliveryStatus::Failed);
     assert!(d.reason.as_deref().unwrap().starts_with("302"), "{d:?}");
 }
 
@@ -527,7 +541,7 @@ async fn a_send_that_cannot_be_recorded_does_not_hold_back_the_others_settled_wi
         .deliveries()
         .await
         .into_iter()
-        .filter(|d| d.status == "pending")
+        .filter(|d| d.status == DeliveryStatus::Pending)
         .map(|d| d.id)
         .collect();
     assert_eq!(pending, [bad], "the other two were recorded as sent");
@@ -537,7 +551,12 @@ async fn a_send_that_cannot_be_recorded_does_not_hold_back_the_others_settled_wi
         .await
         .unwrap();
     s.at(SignedDuration::from_mins(2)).await;
-    assert!(s.deliveries().await.iter().all(|d| d.status == "sent"));
+    assert!(
+        s.deliveries()
+            .await
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Sent)
+    );
     let bad_id = bad.to_string();
     let again = s
         .receiver

@@ -25,6 +25,7 @@ use sqlx::{Connection, SqliteConnection};
 use crate::receiver::{Receiver, Reply};
 use crate::sending::{Options, prepare};
 use crate::support::{TestSqlite, now};
+use rowfire::outbox::DeliveryStatus;
 
 const TOKEN: &str = "tok/Ab+9_zQ-SECRET";
 
@@ -194,7 +195,7 @@ async fn row_values_never_change_the_scheme_host_port_or_path_segments_of_the_re
     for (i, value) in HOSTILE.iter().enumerate() {
         let id = format!("r{i}");
         let note = &deliveries[&(id.clone(), "api.note".to_string())];
-        assert_eq!(note.status, "sent", "{value:?}: {note:?}");
+        assert_eq!(note.status, DeliveryStatus::Sent, "{value:?}: {note:?}");
         // The receiver got exactly one request for the value: under /api/accounts, the value
         // one segment, the query two pairs, the value one query value.
         let (path, query) = seen
@@ -220,21 +221,21 @@ async fn row_values_never_change_the_scheme_host_port_or_path_segments_of_the_re
         // With the value first in the path and no base path, it still stays on this host and
         // port, as one segment.
         let raw = &deliveries[&(id.clone(), "bare.raw".to_string())];
-        assert_eq!(raw.status, "sent", "{value:?}: {raw:?}");
+        assert_eq!(raw.status, DeliveryStatus::Sent, "{value:?}: {raw:?}");
         let (_, url) = raw.request.clone().unwrap();
         assert!(url.starts_with(&format!("{}/", r.receiver.url)) || url == r.receiver.url);
         raws += 1;
         // A header value with a line break is refused before sending, naming the header.
         let flag = &deliveries[&(id, "api.flag".to_string())];
         if value.contains(['\r', '\n']) {
-            assert_eq!(flag.status, "failed", "{flag:?}");
+            assert_eq!(flag.status, DeliveryStatus::Failed, "{flag:?}");
             assert!(
                 flag.reason.as_deref().unwrap().contains("X-Note"),
                 "{flag:?}"
             );
             assert!(flag.request.is_none());
         } else {
-            assert_eq!(flag.status, "sent", "{value:?}: {flag:?}");
+            assert_eq!(flag.status, DeliveryStatus::Sent, "{value:?}: {flag:?}");
         }
     }
     assert_eq!(notes, HOSTILE.len());
@@ -268,7 +269,7 @@ async fn a_dot_segment_value_fails_the_delivery_with_the_reason_and_sends_nothin
     for id in ["r0", "r1"] {
         for action in ["api.note", "bare.raw"] {
             let d = &deliveries[&(id.to_string(), action.to_string())];
-            assert_eq!(d.status, "failed", "{d:?}");
+            assert_eq!(d.status, DeliveryStatus::Failed, "{d:?}");
             assert!(
                 d.reason.as_deref().unwrap().contains("dot segment"),
                 "{d:?}"
@@ -411,7 +412,7 @@ async fn a_receiver_echoing_the_credential_in_any_encoding_has_none_of_it_record
     );
     let deliveries = r.deliveries().await;
     let note = &deliveries[&("r0".to_string(), "api.note".to_string())];
-    assert_eq!(note.status, "failed", "{note:?}");
+    assert_eq!(note.status, DeliveryStatus::Failed, "{note:?}");
     let mut recorded = String::new();
     // Only the integration that sent the token knows it; the others never had it to echo.
     for d in deliveries.values().filter(|d| d.action.starts_with("api.")) {

@@ -17,6 +17,7 @@ use rowfire::worker::{Worker, WorkerConfig, WorkerError};
 use crate::receiver::Receiver;
 use crate::sending::{Options, add_signups, prepare};
 use crate::support::{TestSqlite, now};
+use rowfire::outbox::DeliveryStatus;
 
 const ROWS: u32 = 30;
 
@@ -27,7 +28,9 @@ async fn open_deliveries(store: &Store) -> usize {
         .await
         .unwrap();
     tx.rollback().await.unwrap();
-    all.iter().filter(|d| d.status == "pending").count()
+    all.iter()
+        .filter(|d| d.status == DeliveryStatus::Pending)
+        .count()
 }
 
 fn config(source_url: String, key: MasterKey) -> WorkerConfig {
@@ -98,7 +101,10 @@ async fn a_worker_polls_and_sends_until_idle_and_stops_when_its_shutdown_resolve
         .unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(all.len(), ROWS as usize);
-    assert!(all.iter().all(|d| d.status == "sent"), "{all:?}");
+    assert!(
+        all.iter().all(|d| d.status == DeliveryStatus::Sent),
+        "{all:?}"
+    );
 }
 
 on_both_engines!(
