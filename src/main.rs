@@ -51,7 +51,7 @@ async fn main() -> ExitCode {
     match run(Cli::parse(), config).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", cli::out::printable(&format!("{e:#}")));
+            eprintln!("error: {}", cli::out::printable(&cli::out::error_line(&e)));
             ExitCode::FAILURE
         }
     }

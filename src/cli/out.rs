@@ -42,6 +42,26 @@ pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// An error as one line: its message and the causes behind it, each said once. A control-plane
+/// error already carries its driver's message, so the driver's own error behind it (kept as its
+/// source for callers) is not repeated, nor is any cause whose text the line already holds.
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+        if cause.is::<rowfire::store::StoreError>() {
+            break;
+        }
+    }
+    line
+}
+
 fn failed(e: io::Error) -> ! {
     if e.kind() == io::ErrorKind::BrokenPipe {
         std::process::exit(0);
@@ -52,7 +72,22 @@ fn failed(e: io::Error) -> ! {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::{error_line, printable};
+
+    #[test]
+    fn an_error_line_says_each_cause_once_and_stops_at_the_control_plane() {
+        let store = rowfire::store::StoreError::Invalid {
+            shown: "sqlite:x.db".into(),
+            message: "workspace \"w\" does not exist".into(),
+        };
+        let e = anyhow::Error::new(store).context("cannot list rules");
+        assert_eq!(
+            error_line(&e),
+            "cannot list rules: control plane (sqlite:x.db): workspace \"w\" does not exist"
+        );
+        let repeated = anyhow::anyhow!("disk full").context("cannot push: disk full");
+        assert_eq!(error_line(&repeated), "cannot push: disk full");
+    }
 
     #[test]
     fn terminal_control_sequences_in_output_are_shown_not_obeyed() {

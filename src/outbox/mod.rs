@@ -154,6 +154,7 @@ pub async fn enqueue(
             }
             _ => None,
         };
+        let was_capped = capped.is_some();
         let (status, reason, sent_at) = match (&rendered, mode) {
             (Err(e), _) => (DeliveryStatus::Failed, Some(e.to_string()), None),
             (Ok(_), Mode::Shadow) => (
@@ -170,8 +171,8 @@ pub async fn enqueue(
         let id = fetch_all!(
             &mut *tx,
             "INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, recipient, method, url, headers, body,
-                                   status, reason, due_at, created_at, sent_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17) RETURNING id",
+                                   status, reason, due_at, created_at, sent_at, expires_at, capped)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18) RETURNING id",
             [
                 workspace,
                 fire_id,
@@ -189,7 +190,8 @@ pub async fn enqueue(
                 reason,
                 DbTime(now),
                 sent_at,
-                rule.expire_after.map(|e| DbTime(crate::store::later(now, e)))
+                rule.expire_after.map(|e| DbTime(crate::store::later(now, e))),
+                was_capped
             ],
             |r| r.try_get::<i64, _>("id")
         )?[0];
@@ -229,7 +231,7 @@ async fn capped(
         &mut *tx,
         "SELECT COUNT(DISTINCT fire_id) AS n FROM delivery
          WHERE workspace_id = $1 AND rule_name = $2 AND mode = $3 AND recipient = $4 AND created_at > $5
-           AND fire_id <> $6 AND (status IN ('pending', 'sent') OR reason = 'shadow')",
+           AND fire_id <> $6 AND NOT capped AND (status IN ('pending', 'sent') OR (mode = 'shadow' AND status = 'suppressed'))",
         [workspace, &rule.name, mode.to_string(), recipient, DbTime(crate::store::earlier(now, cap.per)), fire_id],
         |r| r.try_get::<i64, _>("n")
     )?[0];

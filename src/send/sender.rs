@@ -184,7 +184,10 @@ impl Sender {
                 .map(|s| s.claimed.lease_expires_at)
                 .min()
                 .map_or(SignedDuration::ZERO, |l| self.clock.now().duration_until(l));
-            if tries >= SETTLE_TRIES
+            // Only a failure that may pass (a lost connection, a conflict) is worth waiting
+            // for; any other is given back at once, to be tried item by item.
+            if !e.kind().is_transient()
+                || tries >= SETTLE_TRIES
                 || lease_left < SignedDuration::try_from(pause * 2).unwrap_or_default()
             {
                 return Err(e);

@@ -43,6 +43,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0006_worker_leases.sql"),
         include_str!("../../migrations/sqlite/0006_worker_leases.sql"),
     ),
+    (
+        7,
+        "delivery_capped",
+        include_str!("../../migrations/postgres/0007_delivery_capped.sql"),
+        include_str!("../../migrations/sqlite/0007_delivery_capped.sql"),
+    ),
 ];
 
 impl Store {

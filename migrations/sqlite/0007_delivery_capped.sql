@@ -1,0 +1,5 @@
+-- Whether a delivery was held back by its rule's frequency cap, as a flag rather than words in
+-- its reason, so the cap counts what reached (or in shadow would have reached) a recipient
+-- without reading any reason's text. Deliveries stored before this knew it only in their reason.
+ALTER TABLE delivery ADD COLUMN capped INTEGER NOT NULL DEFAULT 0;
+UPDATE delivery SET capped = 1 WHERE status = 'suppressed' AND reason LIKE '%frequency cap: %';
