@@ -7,124 +7,34 @@
 //! client-side deadline that ends the backend; SQLite: a wall-clock interrupt), leaves nothing
 //! behind (PostgreSQL connections are reused only after `DISCARD ALL`, closed on any failure),
 //! and is shown as `host:port/db` at most: a DSN never appears in output or errors.
+//!
+//! Here: [`Source`] (connecting, the guard in the source's dialect, the shape check, counts and
+//! opening a paged read). Beside it: `engine.rs` (the one fork between engines), `postgres.rs`
+//! and `sqlite.rs` (each engine's sessions and decoding), `window.rs` (the paged
+//! [`WindowReader`]), `error.rs`, `unreadable.rs` (clocks that are not times) and `redact.rs`
+//! (DSNs out of messages).
 
+mod engine;
+mod error;
 mod postgres;
+mod redact;
 mod sqlite;
+mod unreadable;
 mod window;
 
 use std::time::Duration;
 
-use sqlx::{PgPool, SqlitePool};
-
 use crate::definitions::SourceDef;
-use crate::sql_guard::{self, CheckedQuery, Dialect, GuardError, Rendered, Shape, Window};
+use crate::sql_guard::{self, CheckedQuery, Dialect, Rendered, Shape, Window};
 
+use engine::{ConnectError, Pool};
+pub use error::SourceError;
+use redact::scrub;
+use unreadable::shorten;
+pub use unreadable::{UnreadableClocks, UnreadableExample};
 pub use window::WindowReader;
 pub(crate) use window::{FetchError, Fetched};
-use window::{Session, positions};
-
-/// What went wrong reaching or reading a source. Messages never contain a DSN or a password.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// The DSN's environment variable is not set.
-    #[error(
-        "source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://… or sqlite://path)"
-    )]
-    MissingDsn {
-        /// The source.
-        name: String,
-        /// The variable.
-        var: String,
-    },
-    /// The source is not declared in the definitions file, so no variable names its DSN.
-    #[error(
-        "source \"{name}\" is not declared in the definitions file; declare it under `sources:` with the environment variable that holds its DSN"
-    )]
-    Undeclared {
-        /// The source.
-        name: String,
-    },
-    /// The DSN is not a URL Rowfire reads.
-    #[error(
-        "source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read"
-    )]
-    BadDsn {
-        /// The source.
-        name: String,
-        /// The variable.
-        var: String,
-    },
-    /// The declared `type` and the DSN disagree.
-    #[error(
-        "source {name} is declared as type {declared} but its DSN is a {actual} URL; fix `type` or the DSN"
-    )]
-    KindMismatch {
-        /// The source.
-        name: String,
-        /// Declared engine.
-        declared: Dialect,
-        /// The DSN's engine.
-        actual: Dialect,
-    },
-    /// Connecting failed.
-    #[error("source {name} ({shown}): cannot connect: {message}")]
-    Connect {
-        /// The source.
-        name: String,
-        /// Where, without secrets.
-        shown: String,
-        /// Why.
-        message: String,
-    },
-    /// A query ran past the statement timeout.
-    #[error("source {name} ({shown}): the query ran past its {}s statement timeout; narrow it: index the clock column, read a shorter window (fewer --days), or raise statement_timeout_ms", .timeout.as_secs_f64())]
-    Timeout {
-        /// The source.
-        name: String,
-        /// Where, without secrets.
-        shown: String,
-        /// The timeout in force.
-        timeout: Duration,
-    },
-    /// The database refused or failed a query.
-    #[error("source {name} ({shown}): {message}")]
-    Query {
-        /// The source.
-        name: String,
-        /// Where, without secrets.
-        shown: String,
-        /// The database's message.
-        message: String,
-    },
-    /// The guard refused the trigger's SQL in the source's dialect.
-    #[error("trigger {trigger}: {error}")]
-    Guard {
-        /// The trigger.
-        trigger: String,
-        /// Why.
-        error: GuardError,
-    },
-    /// A column's type cannot be read.
-    #[error(
-        "source {name}: column {column} has type {type_name}, which Rowfire does not read; cast it in the trigger's SQL, for example {column}::text"
-    )]
-    UnsupportedType {
-        /// The source.
-        name: String,
-        /// The column.
-        column: String,
-        /// Its database type.
-        type_name: String,
-    },
-    /// The clock or a key column is not among the query's output columns, or the clock is not a time.
-    #[error("trigger {trigger}: {message}")]
-    Shape {
-        /// The trigger.
-        trigger: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-}
+use window::{MAX_PAGE_BYTES, positions};
 
 /// An output column of a trigger's query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,46 +59,6 @@ impl Column {
     }
 }
 
-/// Rows whose clock cannot be read as a time, and one of them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct UnreadableClocks {
-    /// How many rows, over the whole query.
-    pub rows: u64,
-    /// One such row, when there is any.
-    pub example: Option<UnreadableExample>,
-}
-
-/// One row whose clock cannot be read as a time.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct UnreadableExample {
-    /// The clock's value as stored (cut to 80 characters).
-    pub clock: String,
-    /// The row's key, encoded as dedup keys are (a JSON array).
-    pub key: String,
-}
-
-impl std::fmt::Display for UnreadableClocks {
-    /// `3 row(s) with an unreadable clock, e.g. 'yesterday' (key ["a"])`, or nothing.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} row(s) with an unreadable clock", self.rows)?;
-        if let Some(e) = &self.example {
-            write!(f, ", e.g. {:?} (key {})", e.clock, e.key)?;
-        }
-        Ok(())
-    }
-}
-
-/// Cuts `s` to at most `max` characters, marking the cut.
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max).collect();
-        out.push('…');
-        out
-    }
-}
-
 /// A connected, read-only source.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -201,12 +71,6 @@ pub struct Source {
     page_size: usize,
     allow_functions: Vec<String>,
     pool: Pool,
-}
-
-#[derive(Debug, Clone)]
-enum Pool {
-    Postgres(PgPool),
-    Sqlite(SqlitePool),
 }
 
 /// The engine a DSN names, from its scheme (kept with [`Dialect`] in the guard).
@@ -246,39 +110,21 @@ impl Source {
                 actual: dialect,
             });
         }
-        let (pool, shown) = match dialect {
-            Dialect::Postgres => {
-                let (pool, shown) = postgres::connect(dsn, def.statement_timeout)
-                    .await
-                    .map_err(|e| match e {
-                        postgres::ConnectError::Dsn => bad(),
-                        postgres::ConnectError::Connect { shown, message } => {
-                            SourceError::Connect {
-                                name: def.name.clone(),
-                                shown,
-                                message: scrub(&message, dsn),
-                            }
-                        }
-                    })?;
-                (Pool::Postgres(pool), shown)
-            }
-            Dialect::Sqlite => {
-                let (pool, shown) = sqlite::connect(dsn).await.map_err(|e| match e {
-                    sqlite::ConnectError::Dsn => bad(),
-                    sqlite::ConnectError::Connect { shown, message } => SourceError::Connect {
-                        name: def.name.clone(),
-                        shown,
-                        message: scrub(&message, dsn),
-                    },
-                })?;
-                (Pool::Sqlite(pool), shown)
-            }
-        };
+        let (pool, shown) = Pool::connect(dialect, dsn, def.statement_timeout)
+            .await
+            .map_err(|e| match e {
+                ConnectError::Dsn => bad(),
+                ConnectError::Connect { shown, message } => SourceError::Connect {
+                    name: def.name.clone(),
+                    shown,
+                    message: scrub(&message, dsn),
+                },
+            })?;
         Ok(Source {
             name: def.name.clone(),
             dialect,
             shown,
-            page_bytes: sqlite::MAX_PAGE_BYTES,
+            page_bytes: MAX_PAGE_BYTES,
             timeout: def.statement_timeout,
             page_size: def.page_size,
             allow_functions: def.allow_functions.clone(),
@@ -333,14 +179,7 @@ impl Source {
     }
 
     fn query_error(&self, e: sqlx::Error) -> SourceError {
-        let timed_out = match &e {
-            sqlx::Error::Database(db) => match self.dialect {
-                Dialect::Postgres => db.code().as_deref() == Some("57014"),
-                Dialect::Sqlite => db.message().contains("interrupted"),
-            },
-            _ => false,
-        };
-        if timed_out {
+        if engine::timed_out(self.dialect, &e) {
             self.timeout_error()
         } else {
             let message = match &e {
@@ -362,14 +201,7 @@ impl Source {
         window: Window,
     ) -> Result<Vec<Column>, SourceError> {
         let rendered = query.columns_sql(window);
-        match &self.pool {
-            Pool::Postgres(pool) => postgres::columns(pool, &rendered, self.timeout)
-                .await
-                .map_err(|e| self.pg_error(e)),
-            Pool::Sqlite(pool) => sqlite::columns(pool, &rendered, self.timeout)
-                .await
-                .map_err(|e| self.query_error(e)),
-        }
+        self.pool.columns(self, &rendered).await
     }
 
     /// Prepares a trigger to read: its SQL through the guard in this source's dialect, then its
@@ -446,14 +278,7 @@ impl Source {
     }
 
     async fn count(&self, rendered: &Rendered) -> Result<u64, SourceError> {
-        match &self.pool {
-            Pool::Postgres(pool) => postgres::count(pool, rendered, self.timeout)
-                .await
-                .map_err(|e| self.pg_error(e)),
-            Pool::Sqlite(pool) => sqlite::count(pool, rendered, self.timeout)
-                .await
-                .map_err(|e| self.query_error(e)),
-        }
+        self.pool.count(self, rendered).await
     }
 
     /// Rows whose clock is NULL, over the whole query, not just the window.
@@ -475,14 +300,12 @@ impl Source {
         shape: Shape<'_>,
         window: Window,
     ) -> Result<UnreadableClocks, SourceError> {
-        let (Some(rendered), Pool::Sqlite(pool)) =
-            (query.unreadable_clock_sql(shape, window), &self.pool)
-        else {
+        let Some(rendered) = query.unreadable_clock_sql(shape, window) else {
             return Ok(UnreadableClocks::default());
         };
-        let (rows, values) = sqlite::count_with_example(pool, &rendered, self.timeout)
-            .await
-            .map_err(|e| self.query_error(e))?;
+        let Some((rows, values)) = self.pool.count_with_example(self, &rendered).await? else {
+            return Ok(UnreadableClocks::default());
+        };
         let example = (rows > 0 && !values.is_empty()).then(|| {
             let key: Vec<&crate::row::Value> = values[1..].iter().collect();
             UnreadableExample {
@@ -510,16 +333,7 @@ impl Source {
         shape: Shape<'a>,
         window: Window,
     ) -> Result<WindowReader<'a>, SourceError> {
-        let session = match &self.pool {
-            Pool::Postgres(pool) => Session::Postgres(
-                postgres::PgSession::open(pool, self.timeout)
-                    .await
-                    .map_err(|e| self.pg_error(e))?,
-            ),
-            Pool::Sqlite(pool) => {
-                Session::Sqlite(sqlite::begin(pool).await.map_err(|e| self.query_error(e))?)
-            }
-        };
+        let session = self.pool.open(self).await?;
         Ok(WindowReader::new(self, query, shape, window, session))
     }
 
@@ -534,74 +348,13 @@ impl Source {
     /// the session itself refuses writes; Rowfire never calls it.
     #[doc(hidden)]
     pub async fn execute_unguarded(&self, sql: &str) -> Result<(), SourceError> {
-        match &self.pool {
-            Pool::Postgres(pool) => postgres::execute(pool, sql, self.timeout)
-                .await
-                .map_err(|e| self.pg_error(e)),
-            Pool::Sqlite(pool) => sqlite::execute(pool, sql)
-                .await
-                .map_err(|e| self.query_error(e)),
-        }
+        self.pool.execute(self, sql).await
     }
-}
-
-/// Removes a DSN, and the password inside it, from a message.
-fn scrub(message: &str, dsn: &str) -> String {
-    let mut out = message.replace(dsn, "<dsn>");
-    if let Some(password) = dsn
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split_once('@'))
-        .and_then(|(userinfo, _)| userinfo.split_once(':'))
-        .map(|(_, pw)| pw)
-        .filter(|pw| !pw.is_empty())
-    {
-        out = out.replace(password, "<redacted>");
-        let decoded = percent_decode(password);
-        if !decoded.is_empty() {
-            out = out.replace(&decoded, "<redacted>");
-        }
-    }
-    out
-}
-
-/// Decodes `%XX` escapes (as in a URL's userinfo); leaves anything else as it is.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_dsn_and_its_password_never_survive_in_a_message() {
-        let dsn = "postgres://app:s3cr%21t@db.example:5432/prod";
-        let msg = format!("failed to connect to {dsn} with password s3cr%21t");
-        let clean = scrub(&msg, dsn);
-        assert!(!clean.contains("s3cr"), "{clean}");
-        let decoded = scrub("auth failed for password s3cr!t", dsn);
-        assert!(!decoded.contains("s3cr"), "{decoded}");
-        assert!(!clean.contains(dsn));
-    }
 
     #[test]
     fn the_engine_comes_from_the_dsn_scheme() {

@@ -13,6 +13,7 @@ use sqlx::{
     SqlitePool, Statement as _, TypeInfo, ValueRef,
 };
 
+use super::engine::{ConnectError, open_pool};
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
 use crate::sql_guard::{
@@ -20,11 +21,6 @@ use crate::sql_guard::{
 };
 
 mod ffi_parts;
-
-pub(super) enum ConnectError {
-    Dsn,
-    Connect { shown: String, message: String },
-}
 
 pub(super) async fn connect(dsn: &str) -> Result<(SqlitePool, String), ConnectError> {
     let opts = SqliteConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
@@ -46,22 +42,14 @@ pub(super) async fn connect(dsn: &str) -> Result<(SqlitePool, String), ConnectEr
         .read_only(true)
         .create_if_missing(false)
         .pragma("query_only", "ON");
-    let pool = SqlitePoolOptions::new()
-        .max_connections(2)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                let mut handle = conn.lock_handle().await?;
-                ffi_parts::prepare_connection(handle.as_raw_handle())
-                    .map_err(|e| sqlx::Error::Configuration(e.into()))
-            })
+    let options = SqlitePoolOptions::new().after_connect(|conn, _| {
+        Box::pin(async move {
+            let mut handle = conn.lock_handle().await?;
+            ffi_parts::prepare_connection(handle.as_raw_handle())
+                .map_err(|e| sqlx::Error::Configuration(e.into()))
         })
-        .connect_with(opts)
-        .await
-        .map_err(|e| ConnectError::Connect {
-            shown: shown.clone(),
-            message: e.to_string(),
-        })?;
-    Ok((pool, shown))
+    });
+    open_pool(options, opts, shown).await
 }
 
 fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
@@ -167,9 +155,6 @@ fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error>
         _ => Value::Text(row.try_get_unchecked(i)?),
     })
 }
-
-/// The most one page of rows may hold in memory, values counted by their size: 256 MiB.
-pub(super) const MAX_PAGE_BYTES: usize = 256 << 20;
 
 /// What a decoded value holds in memory, roughly.
 fn value_bytes(v: &Value) -> usize {

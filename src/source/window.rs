@@ -3,12 +3,11 @@
 use crate::row::{Row, Value};
 use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slice, Window};
 
-use super::{Source, SourceError, postgres, sqlite};
+use super::engine::Session;
+use super::{Source, SourceError};
 
-pub(super) enum Session {
-    Postgres(postgres::PgSession),
-    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
-}
+/// The most one page of rows may hold in memory, values counted by their size: 256 MiB.
+pub(super) const MAX_PAGE_BYTES: usize = 256 << 20;
 
 /// Reads a window page by page, in (clock, key) order, each row exactly once.
 pub struct WindowReader<'a> {
@@ -105,15 +104,8 @@ impl<'a> WindowReader<'a> {
 
     async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
         let source = self.source;
-        match &mut self.session {
-            Session::Postgres(session) => {
-                postgres::fetch(session, rendered, self.shape, source.page_bytes).await
-            }
-            Session::Sqlite(tx) => {
-                sqlite::fetch(tx, rendered, self.shape, source.timeout, source.page_bytes).await
-            }
-        }
-        .map_err(|e| match e {
+        let fetched = self.session.fetch(source, rendered, self.shape).await;
+        fetched.map_err(|e| match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
             FetchError::TooLarge { limit } => SourceError::Query {
@@ -171,12 +163,7 @@ impl<'a> WindowReader<'a> {
 
     /// Ends the read-only snapshot.
     pub async fn finish(self) {
-        match self.session {
-            Session::Postgres(session) => session.close().await,
-            Session::Sqlite(tx) => {
-                let _ = tx.rollback().await;
-            }
-        }
+        self.session.finish().await
     }
 }
 

@@ -1,0 +1,189 @@
+//! The fork between source engines: each engine's pool and read session, and every `match`
+//! over them, so the rest of `source` never names an engine. A new engine is a new file beside
+//! `postgres.rs` and `sqlite.rs` plus one arm per match here (and its [`Dialect`] in the guard).
+//! Also what connecting shares: the connect error and the pool every engine opens.
+
+use std::time::Duration;
+
+use sqlx::pool::PoolOptions;
+use sqlx::{PgPool, SqlitePool};
+
+use super::window::{FetchError, Fetched};
+use super::{Column, Source, SourceError, postgres, sqlite};
+use crate::row::Value;
+use crate::sql_guard::{Dialect, Rendered, Shape};
+
+/// Why an engine could not connect.
+pub(super) enum ConnectError {
+    /// The DSN does not parse as the engine's URL.
+    Dsn,
+    /// The database could not be reached or opened.
+    Connect { shown: String, message: String },
+}
+
+/// Opens a pool of at most two connections with `options` (the engine's own settings), naming
+/// the source `shown` if it cannot connect.
+pub(super) async fn open_pool<DB: sqlx::Database>(
+    options: PoolOptions<DB>,
+    connect: <DB::Connection as sqlx::Connection>::Options,
+    shown: String,
+) -> Result<(sqlx::Pool<DB>, String), ConnectError> {
+    let pool = options
+        .max_connections(2)
+        .connect_with(connect)
+        .await
+        .map_err(|e| ConnectError::Connect {
+            shown: shown.clone(),
+            message: e.to_string(),
+        })?;
+    Ok((pool, shown))
+}
+
+/// Whether the database ended a statement for running past its timeout.
+pub(super) fn timed_out(dialect: Dialect, e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => match dialect {
+            Dialect::Postgres => db.code().as_deref() == Some("57014"),
+            Dialect::Sqlite => db.message().contains("interrupted"),
+        },
+        _ => false,
+    }
+}
+
+/// A source's connections, per engine.
+#[derive(Debug, Clone)]
+pub(super) enum Pool {
+    Postgres(PgPool),
+    Sqlite(SqlitePool),
+}
+
+/// One read of a window, per engine: a read-only snapshot held across its pages.
+pub(super) enum Session {
+    Postgres(postgres::PgSession),
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+}
+
+impl Pool {
+    /// Connects to `dsn` in `dialect`, returning the pool and where it is, without secrets.
+    pub(super) async fn connect(
+        dialect: Dialect,
+        dsn: &str,
+        timeout: Duration,
+    ) -> Result<(Pool, String), ConnectError> {
+        Ok(match dialect {
+            Dialect::Postgres => {
+                let (pool, shown) = postgres::connect(dsn, timeout).await?;
+                (Pool::Postgres(pool), shown)
+            }
+            Dialect::Sqlite => {
+                let (pool, shown) = sqlite::connect(dsn).await?;
+                (Pool::Sqlite(pool), shown)
+            }
+        })
+    }
+
+    /// The output columns of a rendered `LIMIT 0` statement, run in a read.
+    pub(super) async fn columns(
+        &self,
+        source: &Source,
+        rendered: &Rendered,
+    ) -> Result<Vec<Column>, SourceError> {
+        match self {
+            Pool::Postgres(pool) => postgres::columns(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::columns(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.query_error(e)),
+        }
+    }
+
+    /// Runs a rendered `SELECT count(*)` statement.
+    pub(super) async fn count(
+        &self,
+        source: &Source,
+        rendered: &Rendered,
+    ) -> Result<u64, SourceError> {
+        match self {
+            Pool::Postgres(pool) => postgres::count(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::count(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.query_error(e)),
+        }
+    }
+
+    /// Runs a `SELECT count(*), columns…` statement: the count and one counted row's columns.
+    /// `None` on an engine whose clocks are typed times, so none is unreadable (PostgreSQL).
+    pub(super) async fn count_with_example(
+        &self,
+        source: &Source,
+        rendered: &Rendered,
+    ) -> Result<Option<(u64, Vec<Value>)>, SourceError> {
+        match self {
+            Pool::Postgres(_) => Ok(None),
+            Pool::Sqlite(pool) => sqlite::count_with_example(pool, rendered, source.timeout)
+                .await
+                .map(Some)
+                .map_err(|e| source.query_error(e)),
+        }
+    }
+
+    /// Opens a read in one read-only snapshot.
+    pub(super) async fn open(&self, source: &Source) -> Result<Session, SourceError> {
+        Ok(match self {
+            Pool::Postgres(pool) => Session::Postgres(
+                postgres::PgSession::open(pool, source.timeout)
+                    .await
+                    .map_err(|e| source.pg_error(e))?,
+            ),
+            Pool::Sqlite(pool) => Session::Sqlite(
+                sqlite::begin(pool)
+                    .await
+                    .map_err(|e| source.query_error(e))?,
+            ),
+        })
+    }
+
+    /// Runs statements without the guard, the way reads run (tests only).
+    pub(super) async fn execute(&self, source: &Source, sql: &str) -> Result<(), SourceError> {
+        match self {
+            Pool::Postgres(pool) => postgres::execute(pool, sql, source.timeout)
+                .await
+                .map_err(|e| source.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::execute(pool, sql)
+                .await
+                .map_err(|e| source.query_error(e)),
+        }
+    }
+}
+
+impl Session {
+    /// Reads one rendered page statement, within the source's page memory bound.
+    pub(super) async fn fetch(
+        &mut self,
+        source: &Source,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+    ) -> Result<Fetched, FetchError> {
+        match self {
+            Session::Postgres(session) => {
+                postgres::fetch(session, rendered, shape, source.page_bytes).await
+            }
+            Session::Sqlite(tx) => {
+                sqlite::fetch(tx, rendered, shape, source.timeout, source.page_bytes).await
+            }
+        }
+    }
+
+    /// Ends the read-only snapshot.
+    pub(super) async fn finish(self) {
+        match self {
+            Session::Postgres(session) => session.close().await,
+            Session::Sqlite(tx) => {
+                let _ = tx.rollback().await;
+            }
+        }
+    }
+}
