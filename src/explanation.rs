@@ -11,6 +11,7 @@ use crate::ledger::{self, Fire};
 use crate::poll::DsnResolver;
 use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
+use crate::store::WorkspaceId;
 use crate::store::{Store, fetch_all};
 
 /// What the ledger and the source say about one key of one rule.
@@ -95,7 +96,7 @@ pub struct Question<'a> {
 /// source.
 pub async fn why(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &Definitions,
     q: Question<'_>,
     dsn: &DsnResolver,

@@ -5,6 +5,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
 
 /// One integration's run-time state.
@@ -23,7 +24,7 @@ pub struct State {
 /// Disables an integration: its deliveries stay pending and are not claimed until it is enabled.
 pub async fn disable(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     name: &str,
     reason: &str,
     now: Timestamp,
@@ -41,7 +42,11 @@ pub async fn disable(
 
 /// Enables an integration again; its waiting deliveries become claimable at once. Returns whether
 /// it was disabled.
-pub async fn enable(store: &Store, workspace: &str, name: &str) -> Result<bool, StoreError> {
+pub async fn enable(
+    store: &Store,
+    workspace: &WorkspaceId,
+    name: &str,
+) -> Result<bool, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let changed = execute!(
         &mut tx,
@@ -67,7 +72,7 @@ pub async fn enable(store: &Store, workspace: &str, name: &str) -> Result<bool, 
 /// a 429 does, so one destination's "slow down" slows every worker.
 pub async fn pause(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     name: &str,
     until: Timestamp,
 ) -> Result<(), StoreError> {
@@ -98,7 +103,7 @@ pub enum Slot {
 /// wait longer reserves nothing, so a backlog never books the integration's future.
 pub async fn reserve(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     name: &str,
     interval: SignedDuration,
     now: Timestamp,
@@ -145,7 +150,7 @@ pub async fn reserve(
 }
 
 /// Every integration with a recorded state, by name.
-pub async fn states(store: &Store, workspace: &str) -> Result<Vec<State>, StoreError> {
+pub async fn states(store: &Store, workspace: &WorkspaceId) -> Result<Vec<State>, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,

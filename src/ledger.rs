@@ -11,6 +11,7 @@ use crate::cadence::{self, Cadence, Placement};
 use crate::definitions::{Rule, Trigger};
 use crate::row::Row;
 use crate::rules::Mode;
+use crate::store::WorkspaceId;
 use crate::store::batch::{Rows, fetch_with_rows};
 use crate::store::{Arg, DbTime, StoreTx, fetch_all};
 
@@ -18,7 +19,7 @@ use crate::store::{Arg, DbTime, StoreTx, fetch_all};
 #[derive(Debug, Clone, Copy)]
 pub struct Claim<'a> {
     /// The workspace.
-    pub workspace: &'a str,
+    pub workspace: &'a WorkspaceId,
     /// The rule.
     pub rule: &'a Rule,
     /// Its trigger.
@@ -201,7 +202,7 @@ async fn insert_fires(
 /// The values every row of a claim shares: workspace, rule, mode.
 fn fixed(claim: &Claim<'_>) -> Vec<Arg> {
     vec![
-        Arg::Text(claim.workspace.into()),
+        Arg::Text(claim.workspace.to_string()),
         Arg::Text(claim.rule.name.clone()),
         Arg::Text(claim.mode.to_string()),
     ]
@@ -233,7 +234,7 @@ pub struct Fire {
 /// The fires of one rule, optionally for one dedup key, oldest first.
 pub async fn fires(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     rule: &str,
     key: Option<&str>,
 ) -> Result<Vec<Fire>, sqlx::Error> {

@@ -5,6 +5,7 @@
 use jiff::Timestamp;
 
 use crate::definitions::{Definitions, Problems, document_checksum, parse};
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
 use crate::{poll, rules};
 
@@ -42,7 +43,7 @@ pub enum PushError {
 /// rule state, all in one transaction.
 pub async fn push(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     text: &str,
     now: Timestamp,
 ) -> Result<PushSummary, PushError> {
@@ -57,7 +58,7 @@ pub async fn push(
 
 async fn push_in(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     text: &str,
     defs: &Definitions,
     now: Timestamp,

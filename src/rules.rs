@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 
 use crate::definitions::Definitions;
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all, stored_enum};
 
 stored_enum! {
@@ -49,7 +50,7 @@ type Names = Vec<String>;
 /// Returns (new, changed, tombstoned) rule names.
 pub(crate) async fn reconcile(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &Definitions,
     now: Timestamp,
 ) -> Result<(Names, Names, Names), sqlx::Error> {
@@ -107,7 +108,7 @@ pub(crate) async fn reconcile(
 }
 
 /// Every rule's state, tombstones included, by name.
-pub async fn list(store: &Store, workspace: &str) -> Result<Vec<RuleState>, StoreError> {
+pub async fn list(store: &Store, workspace: &WorkspaceId) -> Result<Vec<RuleState>, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
@@ -128,7 +129,7 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<RuleState>, Stor
 /// Sets a rule's mode (`promote`: live; `demote`: shadow). Returns the mode it had.
 pub async fn set_mode(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     rule: &str,
     mode: Mode,
     now: Timestamp,

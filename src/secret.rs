@@ -8,6 +8,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD as B64;
 use sha2::Digest;
 
+use crate::store::WorkspaceId;
+
 /// The environment variable holding the master key.
 pub const MASTER_KEY_ENV: &str = "ROWFIRE_MASTER_KEY";
 const KEY_PREFIX: &str = "rowfire-mk1:";
@@ -202,7 +204,7 @@ const FILE_URL: &str = "file_url";
 /// is refused.
 pub async fn put_file_url(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     source: &str,
     url: &str,
     now: jiff::Timestamp,
@@ -228,7 +230,7 @@ pub async fn put_file_url(
 /// file's URL), whether or not this process could open them.
 pub async fn stored_sources(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
 ) -> Result<std::collections::BTreeSet<String>, crate::store::StoreError> {
     use crate::store::fetch_all;
     let mut tx = store.begin(workspace).await?;
@@ -250,7 +252,7 @@ pub async fn stored_sources(
 /// Every source's SQLite URL stored with [`put_file_url`], by source name.
 pub async fn file_urls(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
 ) -> Result<std::collections::BTreeMap<String, String>, crate::store::StoreError> {
     use crate::store::fetch_all;
     let mut tx = store.begin(workspace).await?;
@@ -275,7 +277,7 @@ pub async fn file_urls(
 
 /// The context a secret is sealed under: its workspace, owner and name, so a sealed value copied
 /// to another row does not open.
-fn context(workspace: &str, owner: &str, name: &str) -> String {
+fn context(workspace: &WorkspaceId, owner: &str, name: &str) -> String {
     format!("{workspace}:{owner}:{name}")
 }
 
@@ -284,7 +286,7 @@ fn context(workspace: &str, owner: &str, name: &str) -> String {
 pub async fn put(
     store: &crate::store::Store,
     key: &MasterKey,
-    workspace: &str,
+    workspace: &WorkspaceId,
     owner: &str,
     name: &str,
     plaintext: &str,
@@ -307,7 +309,7 @@ pub async fn put(
 /// The names of the secrets stored for `owner` (never their values).
 pub async fn names(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     owner: &str,
 ) -> Result<Vec<String>, crate::store::StoreError> {
     Ok(sealed(store, workspace, owner)
@@ -319,7 +321,7 @@ pub async fn names(
 
 async fn sealed(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     owner: &str,
 ) -> Result<Vec<(String, String)>, crate::store::StoreError> {
     use crate::store::fetch_all;
@@ -343,7 +345,7 @@ async fn sealed(
 pub async fn open_named(
     store: &crate::store::Store,
     key: &MasterKey,
-    workspace: &str,
+    workspace: &WorkspaceId,
     prefix: &str,
     name: &str,
 ) -> Result<std::collections::BTreeMap<String, String>, StoredSecretError> {
@@ -376,7 +378,7 @@ pub async fn open_named(
 pub async fn open_all(
     store: &crate::store::Store,
     key: &MasterKey,
-    workspace: &str,
+    workspace: &WorkspaceId,
     owner: &str,
 ) -> Result<std::collections::BTreeMap<String, String>, StoredSecretError> {
     sealed(store, workspace, owner)

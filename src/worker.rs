@@ -18,12 +18,13 @@ use crate::send::client::Client;
 use crate::send::egress::Policy;
 use crate::send::lease::MIN_LEASE;
 use crate::send::sender::{self, SendReport, Sender};
+use crate::store::WorkspaceId;
 use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
 
 /// How a worker is assembled.
 pub struct WorkerConfig {
     /// The workspace whose definitions are checked at start and made due by `poll_once`.
-    pub workspace: String,
+    pub workspace: WorkspaceId,
     /// The host part of this process's worker id (`host:pid@start`), written into its leases.
     pub name: String,
     /// Pollers and senders (at least one of each).
@@ -53,7 +54,7 @@ impl WorkerConfig {
     /// key, one poller and sender, a 60 s delivery lease, LISTEN on, the clock synced.
     pub fn from_config(config: &Config) -> Result<WorkerConfig, WorkerError> {
         Ok(WorkerConfig {
-            workspace: DEFAULT_WORKSPACE.to_string(),
+            workspace: DEFAULT_WORKSPACE.clone(),
             name: config.host.clone(),
             concurrency: 1,
             listen: true,
@@ -269,7 +270,7 @@ impl Worker {
 /// key, stored DSNs are skipped (environment variables still work).
 pub async fn source_dsns(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     key: Result<&MasterKey, &SecretError>,
 ) -> Result<DsnResolver, StoredSecretError> {
     let mut stored = secret::file_urls(store, workspace).await?;

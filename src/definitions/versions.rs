@@ -5,6 +5,7 @@
 use jiff::Timestamp;
 
 use super::{Definitions, Problems, parse};
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, fetch_all};
 
 /// A stored version of the definitions.
@@ -21,7 +22,7 @@ pub struct Version {
 /// The version in force (`None`: nothing pushed yet), or an older one by number.
 pub async fn get(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     version: Option<i64>,
 ) -> Result<Option<Version>, StoreError> {
     let mut tx = store.begin(workspace).await?;
@@ -51,7 +52,7 @@ pub enum InForceError {
 /// The definitions in force, parsed.
 pub async fn in_force(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
 ) -> Result<Option<(i64, Definitions)>, InForceError> {
     match get(store, workspace, None).await? {
         None => Ok(None),

@@ -11,6 +11,7 @@ use jiff::Timestamp;
 use crate::definitions::{Binding, Definitions, Rule, Trigger};
 use crate::row::Row;
 use crate::rules::Mode;
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, StoreTx, execute, fetch_all};
 use crate::template;
 
@@ -132,7 +133,7 @@ pub fn render(
 #[allow(clippy::too_many_arguments)]
 pub async fn enqueue(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &Definitions,
     rule: &Rule,
     trigger: &Trigger,
@@ -219,7 +220,7 @@ pub async fn enqueue(
 #[allow(clippy::too_many_arguments)]
 async fn capped(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     fire_id: i64,
     rule: &Rule,
     mode: Mode,
@@ -292,7 +293,7 @@ pub struct Filter {
 /// Deliveries of a workspace, newest first.
 pub async fn list(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     filter: &Filter,
 ) -> Result<Vec<Delivery>, sqlx::Error> {
     fetch_all!(
@@ -329,7 +330,7 @@ pub async fn list(
 /// How many deliveries a workspace has in each state, with the earliest due time among them.
 pub async fn counts(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
 ) -> Result<Vec<(DeliveryStatus, i64, Timestamp)>, sqlx::Error> {
     fetch_all!(
         tx,
@@ -346,7 +347,7 @@ pub async fn counts(
 /// The Demo inbox: messages delivered to `inbox://demo`, newest first.
 pub async fn inbox(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     limit: i64,
 ) -> Result<Vec<(String, Option<String>, String)>, sqlx::Error> {
     fetch_all!(
@@ -388,7 +389,7 @@ pub enum RetryError {
 /// Re-queues a failed or dead delivery, due now, keeping its id (its idempotency key).
 pub async fn retry(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     id: i64,
     now: Timestamp,
 ) -> Result<(), RetryError> {
@@ -426,7 +427,7 @@ pub async fn retry(
 /// deliveries are kept, and the ledger is never pruned. Returns how many were deleted.
 pub async fn prune(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     before: Timestamp,
 ) -> Result<u64, crate::store::StoreError> {
     let finished: Vec<String> = DeliveryStatus::ALL

@@ -28,6 +28,7 @@ use crate::ledger::{self, Claim};
 use crate::rules::{self, Mode};
 use crate::source::Source;
 use crate::sql_guard::Window;
+use crate::store::WorkspaceId;
 use crate::store::{Store, StoreError, workspace};
 
 pub use report::{PollReport, PollStatus, RulePoll};
@@ -535,7 +536,7 @@ impl Poller {
         Ok(fired_rows.len())
     }
 
-    async fn source(&self, workspace: &str, def: &SourceDef) -> Result<Source, String> {
+    async fn source(&self, workspace: &WorkspaceId, def: &SourceDef) -> Result<Source, String> {
         let mut cache = self.sources.lock().await;
         let key = (workspace.to_string(), def.name.clone());
         if let Some(s) = cache.get(&key) {

@@ -4,6 +4,7 @@ use jiff::Timestamp;
 
 use super::state::Lease;
 use crate::sql_guard::Window;
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, execute, fetch_all};
 
 /// Counts recorded with a finished run.
@@ -48,7 +49,7 @@ pub async fn start(
 /// Records how a poll ended.
 pub async fn finish(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     id: i64,
     status: &str,
     counts: &RunCounts,

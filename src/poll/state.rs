@@ -5,6 +5,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use crate::definitions::{Definitions, limits};
+use crate::store::WorkspaceId;
 use crate::store::{DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
 
 /// One trigger's stored state.
@@ -109,7 +110,7 @@ type Names = Vec<String>;
 /// marked removed. Returns (new, removed) trigger names.
 pub(crate) async fn reconcile(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &Definitions,
     now: Timestamp,
 ) -> Result<(Names, Names), sqlx::Error> {
@@ -174,7 +175,7 @@ pub(crate) async fn reconcile(
 /// how many triggers it repaired.
 pub(crate) async fn repair(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     now: Timestamp,
 ) -> Result<u64, sqlx::Error> {
     let (lo, hi) = (DbTime(DbTime::EARLIEST), DbTime(DbTime::LATEST));
@@ -192,7 +193,7 @@ pub(crate) async fn repair(
 }
 
 /// Every trigger's state, removed ones included, by name.
-pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, StoreError> {
+pub async fn list(store: &Store, workspace: &WorkspaceId) -> Result<Vec<TriggerState>, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
@@ -242,7 +243,7 @@ pub async fn list(store: &Store, workspace: &str) -> Result<Vec<TriggerState>, S
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The workspace.
-    pub workspace: String,
+    pub workspace: WorkspaceId,
     /// The trigger.
     pub trigger: String,
     /// Who holds it.
@@ -454,7 +455,7 @@ pub async fn settle(store: &Store, lease: &Lease, outcome: &Settle) -> Result<bo
 /// stored out of range (or unreadable) is replaced by `now - by`, which repairs it.
 pub async fn rewind(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     trigger: &str,
     by: SignedDuration,
     now: Timestamp,
@@ -478,7 +479,11 @@ pub async fn rewind(
 
 /// Makes every trigger of `workspace` due at `now` (`rowfire worker --once --due-now`): the
 /// next poll reads each window as it would have at its time. Returns how many were moved.
-pub async fn due_now(store: &Store, workspace: &str, now: Timestamp) -> Result<u64, StoreError> {
+pub async fn due_now(
+    store: &Store,
+    workspace: &WorkspaceId,
+    now: Timestamp,
+) -> Result<u64, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let changed = execute!(
         &mut tx,

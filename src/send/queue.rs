@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::outbox::DeliveryStatus;
+use crate::store::WorkspaceId;
 use crate::store::batch::{Rows, fetch_with_rows};
 use crate::store::{
     Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, fetch_all, stored_enum,
@@ -23,7 +24,7 @@ pub struct Claimed {
     /// The delivery's id: its idempotency key on every attempt.
     pub id: i64,
     /// Its workspace.
-    pub workspace: String,
+    pub workspace: WorkspaceId,
     /// The fencing token this claim holds.
     pub token: i64,
     /// The integration's name.
@@ -306,13 +307,13 @@ pub async fn settle(
 /// item, whether the settle took effect; a stale one is logged and changes nothing.
 pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, StoreError> {
     let mut took = vec![false; batch.len()];
-    let mut workspaces: Vec<&str> = batch.iter().map(|s| s.claimed.workspace.as_str()).collect();
+    let mut workspaces: Vec<&WorkspaceId> = batch.iter().map(|s| &s.claimed.workspace).collect();
     workspaces.sort_unstable();
     workspaces.dedup();
     for workspace in workspaces {
         let mut tx = store.begin(workspace).await?;
         let mine: Vec<usize> = (0..batch.len())
-            .filter(|i| batch[*i].claimed.workspace == workspace)
+            .filter(|i| &batch[*i].claimed.workspace == workspace)
             .collect();
         let items: Vec<&Settled> = mine.iter().map(|i| &batch[*i]).collect();
         let settled = settle_group(&mut tx, workspace, &items)
@@ -362,7 +363,7 @@ fn columns(
 /// group. Returns the ids whose (id, token) still matched.
 async fn settle_group(
     tx: &mut StoreTx,
-    workspace: &str,
+    workspace: &WorkspaceId,
     items: &[&Settled],
 ) -> Result<HashSet<i64>, sqlx::Error> {
     let tried: Vec<(&Settled, &Attempt)> = items
@@ -434,7 +435,7 @@ async fn settle_group(
 /// The recorded attempts of one delivery, oldest first.
 pub async fn attempts(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     delivery: i64,
 ) -> Result<Vec<Attempt>, StoreError> {
     let mut tx = store.begin(workspace).await?;

@@ -3,6 +3,7 @@
 
 use jiff::SignedDuration;
 
+use crate::store::WorkspaceId;
 use crate::store::{Store, StoreError};
 
 /// What would hold an integration's deliveries back, as sentences for an operator: requests
@@ -10,7 +11,7 @@ use crate::store::{Store, StoreError};
 /// (`key` is the master key or why there is none), or credentials never set.
 pub async fn check(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &crate::definitions::Definitions,
     key: Result<&crate::secret::MasterKey, &crate::secret::SecretError>,
     lease: SignedDuration,

@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use super::client::Outbound;
 use super::queue::Claimed;
 use crate::definitions::catalog::{Action, Auth, Integration, Signing};
+use crate::store::WorkspaceId;
 
 /// Every string a request of `integration` carries that must never be recorded: each credential,
 /// and the encoded form basic authentication sends.
@@ -138,7 +139,7 @@ pub struct Tried {
 #[allow(clippy::too_many_arguments)]
 pub async fn try_action(
     store: &crate::store::Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     defs: &crate::definitions::Definitions,
     binding: &crate::definitions::Binding,
     row: &serde_json::Value,
@@ -186,7 +187,7 @@ pub async fn try_action(
     };
     let claimed = Claimed {
         id: 0,
-        workspace: workspace.into(),
+        workspace: workspace.clone(),
         token: 0,
         integration: binding.integration.clone(),
         action: format!("{}.{}", binding.integration, binding.action),
@@ -276,7 +277,7 @@ mod tests {
         let at: jiff::Timestamp = "2026-11-29T12:00:00Z".parse().unwrap();
         let claimed = |url: &str, headers: &str| super::Claimed {
             id: 1,
-            workspace: "default".into(),
+            workspace: crate::store::WorkspaceId::DEFAULT,
             token: 1,
             integration: "slack".into(),
             action: "slack.post_message".into(),

@@ -19,6 +19,7 @@ use crate::definitions::{Definitions, versions};
 use crate::integrations;
 use crate::outbox::DeliveryStatus;
 use crate::secret::MasterKey;
+use crate::store::WorkspaceId;
 use crate::store::{Store, StoreError, later};
 
 use super::lease::{self, PACING_HORIZON};
@@ -71,7 +72,7 @@ pub struct Sender {
     clock: Clock,
     config: Config,
     master_key: Result<MasterKey, String>,
-    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+    snapshots: Mutex<HashMap<WorkspaceId, Arc<Snapshot>>>,
     passes: tokio::sync::watch::Sender<u64>,
 }
 
@@ -248,7 +249,7 @@ impl Sender {
         }
     }
 
-    async fn snapshot(&self, workspace: &str) -> Result<Arc<Snapshot>, String> {
+    async fn snapshot(&self, workspace: &WorkspaceId) -> Result<Arc<Snapshot>, String> {
         let mut cache = self.snapshots.lock().await;
         if let Some(s) = cache.get(workspace)
             && s.read_at.elapsed() < self.config.refresh
@@ -282,7 +283,7 @@ impl Sender {
             defs,
             credentials,
         });
-        cache.insert(workspace.to_string(), snapshot.clone());
+        cache.insert(workspace.clone(), snapshot.clone());
         Ok(snapshot)
     }
 

@@ -8,6 +8,7 @@
 pub(crate) mod batch;
 mod clock_sync;
 mod error;
+mod id;
 mod migrate;
 mod text;
 mod time;
@@ -23,6 +24,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Decode, PgPool, Postgres, Row as _, Sqlite, SqlitePool, Type};
 
 pub use error::{ErrorKind, StoreError};
+pub use id::{BadWorkspaceId, MAX_WORKSPACE_ID, WorkspaceId};
 pub use text::UnknownValue;
 pub(crate) use text::stored_enum;
 pub use time::{DbTime, earlier, later};
@@ -33,7 +35,7 @@ pub const DATABASE_URL_ENV: &str = "ROWFIRE_DATABASE_URL";
 /// The control plane used when [`DATABASE_URL_ENV`] is not set.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://rowfire.db";
 /// The workspace every row belongs to until tenancy arrives.
-pub const DEFAULT_WORKSPACE: &str = "default";
+pub const DEFAULT_WORKSPACE: &WorkspaceId = &WorkspaceId::DEFAULT;
 
 /// A value bound to a statement whose number of binds is known only at run time.
 #[derive(Debug, Clone)]
@@ -320,7 +322,7 @@ impl Store {
     /// Begins a control-plane transaction for one workspace: every unit of work goes through
     /// here. On PostgreSQL it sets `app.workspace_id` for the transaction (row-level security
     /// keys on it once tenancy lands).
-    pub async fn begin(&self, workspace: &str) -> Result<StoreTx, StoreError> {
+    pub async fn begin(&self, workspace: &WorkspaceId) -> Result<StoreTx, StoreError> {
         let mut tx = self.begin_tx(false).await.map_err(|e| self.error(e))?;
         if let StoreTx::Postgres(t) = &mut tx {
             sqlx::query("SELECT set_config('app.workspace_id', $1, true)")

@@ -3,6 +3,7 @@
 use jiff::Timestamp;
 
 use super::{DbTime, Store, StoreError, execute, fetch_all};
+use crate::store::WorkspaceId;
 
 /// A workspace's stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub struct Workspace {
 }
 
 /// Reads a workspace.
-pub async fn get(store: &Store, workspace: &str) -> Result<Workspace, StoreError> {
+pub async fn get(store: &Store, workspace: &WorkspaceId) -> Result<Workspace, StoreError> {
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
@@ -46,7 +47,7 @@ pub async fn get(store: &Store, workspace: &str) -> Result<Workspace, StoreError
 /// Halts a workspace: polls stop advancing watermarks and nothing is sent until `resume`.
 pub async fn halt(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     reason: &str,
     now: Timestamp,
 ) -> Result<(), StoreError> {
@@ -54,13 +55,13 @@ pub async fn halt(
 }
 
 /// Resumes a halted workspace; rows that arrived meanwhile are evaluated on the next polls.
-pub async fn resume(store: &Store, workspace: &str) -> Result<(), StoreError> {
+pub async fn resume(store: &Store, workspace: &WorkspaceId) -> Result<(), StoreError> {
     set_halt(store, workspace, None, None).await
 }
 
 async fn set_halt(
     store: &Store,
-    workspace: &str,
+    workspace: &WorkspaceId,
     reason: Option<&str>,
     at: Option<DbTime>,
 ) -> Result<(), StoreError> {

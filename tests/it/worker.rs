@@ -35,7 +35,7 @@ async fn open_deliveries(store: &Store) -> usize {
 
 fn config(source_url: String, key: MasterKey) -> WorkerConfig {
     WorkerConfig {
-        workspace: WS.into(),
+        workspace: WS.clone(),
         name: "in-process".into(),
         concurrency: 2,
         listen: true,

@@ -243,7 +243,7 @@ async fn a_worker_killed_mid_poll_is_taken_over_within_its_lease_and_its_late_se
     let now = clock.now();
     let bogus = now + SignedDuration::from_hours(24 * 365);
     let stale = Lease {
-        workspace: WS.to_string(),
+        workspace: WS.clone(),
         trigger: "slow".to_string(),
         worker: victim.clone(),
         token,

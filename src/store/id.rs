@@ -1,0 +1,147 @@
+//! [`WorkspaceId`]: the tenant every stored row belongs to, as a type. It is checked where it
+//! enters (a command line, an API path, a row read back) and bound to statements as text.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Deref;
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
+use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+
+/// The longest workspace id.
+pub const MAX_WORKSPACE_ID: usize = 64;
+
+/// A workspace's id: 1 to 64 characters of lower-case ASCII letters, digits, `-` and `_`,
+/// starting with a letter or digit. It reads as a `&str` where one is wanted.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkspaceId(Cow<'static, str>);
+
+/// Why text is not a workspace id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "\"{0}\" is not a workspace id: use 1 to {MAX_WORKSPACE_ID} lower-case letters, digits, '-' or '_', starting with a letter or digit"
+)]
+pub struct BadWorkspaceId(pub String);
+
+impl WorkspaceId {
+    /// The workspace every row belongs to in single-tenant use.
+    pub const DEFAULT: WorkspaceId = WorkspaceId(Cow::Borrowed("default"));
+
+    /// Checks `text` and makes it an id.
+    pub fn parse(text: &str) -> Result<WorkspaceId, BadWorkspaceId> {
+        let well_formed = (1..=MAX_WORKSPACE_ID).contains(&text.len())
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && text
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphanumeric());
+        if well_formed {
+            Ok(WorkspaceId(Cow::Owned(text.to_string())))
+        } else {
+            Err(BadWorkspaceId(text.chars().take(80).collect()))
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for WorkspaceId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for WorkspaceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for WorkspaceId {
+    type Err = BadWorkspaceId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WorkspaceId::parse(s)
+    }
+}
+
+impl PartialEq<str> for WorkspaceId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Type<Postgres> for WorkspaceId {
+    fn type_info() -> PgTypeInfo {
+        <str as Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <str as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, Postgres> for WorkspaceId {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <&str as Encode<Postgres>>::encode(self.as_str(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for WorkspaceId {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(WorkspaceId::parse(<&str as Decode<Postgres>>::decode(
+            value,
+        )?)?)
+    }
+}
+
+impl Type<Sqlite> for WorkspaceId {
+    fn type_info() -> SqliteTypeInfo {
+        <str as Type<Sqlite>>::type_info()
+    }
+
+    fn compatible(ty: &SqliteTypeInfo) -> bool {
+        <str as Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, Sqlite> for WorkspaceId {
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        Encode::<Sqlite>::encode(self.as_str().to_string(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for WorkspaceId {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(WorkspaceId::parse(<&str as Decode<Sqlite>>::decode(
+            value,
+        )?)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_ids_are_short_plain_names_and_nothing_else() {
+        for good in ["default", "acme", "acme-eu_2", "7seas"] {
+            assert_eq!(WorkspaceId::parse(good).unwrap().as_str(), good);
+        }
+        let long = "a".repeat(MAX_WORKSPACE_ID + 1);
+        for bad in ["", "Acme", "-x", "a b", "a/b", "é", "a'--", long.as_str()] {
+            assert!(WorkspaceId::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(WorkspaceId::DEFAULT.to_string(), "default");
+    }
+}
