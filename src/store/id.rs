@@ -5,12 +5,6 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
-use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteTypeInfo, SqliteValueRef};
-use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
-
 /// The longest workspace id.
 pub const MAX_WORKSPACE_ID: usize = 64;
 
@@ -81,53 +75,7 @@ impl PartialEq<str> for WorkspaceId {
     }
 }
 
-impl Type<Postgres> for WorkspaceId {
-    fn type_info() -> PgTypeInfo {
-        <str as Type<Postgres>>::type_info()
-    }
-
-    fn compatible(ty: &PgTypeInfo) -> bool {
-        <str as Type<Postgres>>::compatible(ty)
-    }
-}
-
-impl Encode<'_, Postgres> for WorkspaceId {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <&str as Encode<Postgres>>::encode(self.as_str(), buf)
-    }
-}
-
-impl<'r> Decode<'r, Postgres> for WorkspaceId {
-    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(WorkspaceId::parse(<&str as Decode<Postgres>>::decode(
-            value,
-        )?)?)
-    }
-}
-
-impl Type<Sqlite> for WorkspaceId {
-    fn type_info() -> SqliteTypeInfo {
-        <str as Type<Sqlite>>::type_info()
-    }
-
-    fn compatible(ty: &SqliteTypeInfo) -> bool {
-        <str as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-impl Encode<'_, Sqlite> for WorkspaceId {
-    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
-        Encode::<Sqlite>::encode(self.as_str().to_string(), buf)
-    }
-}
-
-impl<'r> Decode<'r, Sqlite> for WorkspaceId {
-    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(WorkspaceId::parse(<&str as Decode<Sqlite>>::decode(
-            value,
-        )?)?)
-    }
-}
+super::text_column!(WorkspaceId);
 
 #[cfg(test)]
 mod tests {

@@ -26,7 +26,7 @@ use sqlx::{Decode, PgPool, Postgres, Row as _, Sqlite, SqlitePool, Type};
 pub use error::{ErrorKind, StoreError};
 pub use id::{BadWorkspaceId, MAX_WORKSPACE_ID, WorkspaceId};
 pub use text::UnknownValue;
-pub(crate) use text::stored_enum;
+pub(crate) use text::{stored_enum, text_column};
 pub use time::{DbTime, earlier, later};
 pub(crate) use unscoped::Unscoped;
 

@@ -15,7 +15,7 @@ pub struct UnknownValue {
 }
 
 /// Defines an enum stored as text: `as_str`, `ALL`, `Display`, `FromStr` (unknown spellings are
-/// [`UnknownValue`] errors) and sqlx's `Type`, `Encode` and `Decode` on PostgreSQL and SQLite.
+/// [`UnknownValue`] errors) and sqlx's `Type`, `Encode` and `Decode` ([`text_column!`]).
 macro_rules! stored_enum {
     (
         $(#[$meta:meta])*
@@ -61,60 +61,50 @@ macro_rules! stored_enum {
             }
         }
 
-        impl sqlx::Type<sqlx::Postgres> for $name {
-            fn type_info() -> sqlx::postgres::PgTypeInfo {
-                <str as sqlx::Type<sqlx::Postgres>>::type_info()
+        $crate::store::text_column!($name);
+    };
+}
+
+/// Reads and writes a type as a `TEXT` column on every engine sqlx knows: written as its
+/// `as_str()`, read back through its `FromStr`, so a value it refuses is a decode error.
+macro_rules! text_column {
+    ($name:ty) => {
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            str: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <str as sqlx::Type<DB>>::type_info()
             }
 
-            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
-                <str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <str as sqlx::Type<DB>>::compatible(ty)
             }
         }
 
-        impl sqlx::Encode<'_, sqlx::Postgres> for $name {
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
+        where
+            String: sqlx::Encode<'q, DB>,
+        {
             fn encode_by_ref(
                 &self,
-                buf: &mut sqlx::postgres::PgArgumentBuffer,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
             ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-                <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.as_str(), buf)
+                <String as sqlx::Encode<'q, DB>>::encode(self.as_str().to_string(), buf)
             }
         }
 
-        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $name {
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
             fn decode(
-                value: sqlx::postgres::PgValueRef<'r>,
+                value: <DB as sqlx::Database>::ValueRef<'r>,
             ) -> Result<Self, sqlx::error::BoxDynError> {
-                Ok(<&str as sqlx::Decode<sqlx::Postgres>>::decode(value)?.parse::<$name>()?)
-            }
-        }
-
-        impl sqlx::Type<sqlx::Sqlite> for $name {
-            fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
-                <str as sqlx::Type<sqlx::Sqlite>>::type_info()
-            }
-
-            fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
-                <str as sqlx::Type<sqlx::Sqlite>>::compatible(ty)
-            }
-        }
-
-        impl sqlx::Encode<'_, sqlx::Sqlite> for $name {
-            fn encode_by_ref(
-                &self,
-                buf: &mut sqlx::sqlite::SqliteArgumentsBuffer,
-            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-                <&str as sqlx::Encode<sqlx::Sqlite>>::encode(self.as_str(), buf)
-            }
-        }
-
-        impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for $name {
-            fn decode(
-                value: sqlx::sqlite::SqliteValueRef<'r>,
-            ) -> Result<Self, sqlx::error::BoxDynError> {
-                Ok(<&str as sqlx::Decode<sqlx::Sqlite>>::decode(value)?.parse::<$name>()?)
+                Ok(<&'r str as sqlx::Decode<'r, DB>>::decode(value)?.parse::<$name>()?)
             }
         }
     };
 }
 
-pub(crate) use stored_enum;
+pub(crate) use {stored_enum, text_column};
