@@ -48,6 +48,10 @@ pub struct Config {
 impl Config {
     /// Reads the environment.
     pub fn from_env() -> Config {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the config module is the one place Rowfire's settings are read"
+        )]
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let database_url = set(DATABASE_URL_ENV);
         let master_key = match set(MASTER_KEY_ENV) {
@@ -63,6 +67,10 @@ impl Config {
             egress: Policy::parse(&allow, inbox_only),
             log_filter: set(LOG_ENV),
             log_format: LogFormat::parse(set(LOG_FORMAT_ENV).as_deref()),
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the config module is the one place Rowfire's settings are read"
+            )]
             host: std::env::var(HOST_ENV).unwrap_or_else(|_| "local".into()),
         }
     }
