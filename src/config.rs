@@ -1,8 +1,15 @@
 //! Rowfire's own settings, read from the environment in this one module: the control plane
 //! (`ROWFIRE_DATABASE_URL`), the master key (`ROWFIRE_MASTER_KEY`), the egress policy
-//! (`ROWFIRE_EGRESS_ALLOW`, `ROWFIRE_EGRESS`), the log filter (`ROWFIRE_LOG`) and the host name
-//! that names a worker's pollers (`HOSTNAME`). Each setting's owner parses it (`Store::open`,
-//! `MasterKey::parse`, `Policy::parse`) and names its variable in its own messages.
+//! (`ROWFIRE_EGRESS_ALLOW`, `ROWFIRE_EGRESS`), the log filter (`ROWFIRE_LOG`), the log format
+//! (`ROWFIRE_LOG_FORMAT`) and the host name that names a worker's pollers (`HOSTNAME`). Each
+//! setting's owner parses it (`Store::open`, `MasterKey::parse`, `Policy::parse`,
+//! [`LogFormat::parse`]) and names its variable in its own messages.
+//!
+//! Logs go to standard error. `ROWFIRE_LOG_FORMAT=json` writes them as one JSON object per line
+//! for log collectors, each carrying the fields of the spans it happened in (the poll's workspace
+//! and trigger, the claim's rule, the send's and settle's delivery ids, and `duration_ms` on the
+//! line a span writes when it closes); `text`, empty or unset keeps the human format. Any other
+//! value is refused: the command stops before doing anything and names the values accepted.
 //!
 //! Not here, because they are data rather than settings: the variables a definitions file names
 //! for its sources' DSNs (`dsn_env`, read by `source` and `poll::env_dsn`), and a variable a
@@ -14,6 +21,8 @@ use crate::store::{DATABASE_URL_ENV, DEFAULT_DATABASE_URL};
 
 /// The variable holding the log filter (`info`, `rowfire=debug`, …).
 pub const LOG_ENV: &str = "ROWFIRE_LOG";
+/// The variable choosing how logs are written: `json`, or `text` (the default).
+pub const LOG_FORMAT_ENV: &str = "ROWFIRE_LOG_FORMAT";
 /// The variable naming this host, for the names of a worker's pollers.
 pub const HOST_ENV: &str = "HOSTNAME";
 
@@ -30,6 +39,8 @@ pub struct Config {
     pub egress: Result<Policy, String>,
     /// The log filter, if one is set.
     pub log_filter: Option<String>,
+    /// How logs are written, or why the value given is refused.
+    pub log_format: Result<LogFormat, String>,
     /// This host's name (`local` when unknown).
     pub host: String,
 }
@@ -37,6 +48,10 @@ pub struct Config {
 impl Config {
     /// Reads the environment.
     pub fn from_env() -> Config {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the config module is the one place Rowfire's settings are read"
+        )]
         let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let database_url = set(DATABASE_URL_ENV);
         let master_key = match set(MASTER_KEY_ENV) {
@@ -51,7 +66,55 @@ impl Config {
             master_key,
             egress: Policy::parse(&allow, inbox_only),
             log_filter: set(LOG_ENV),
+            log_format: LogFormat::parse(set(LOG_FORMAT_ENV).as_deref()),
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the config module is the one place Rowfire's settings are read"
+            )]
             host: std::env::var(HOST_ENV).unwrap_or_else(|_| "local".into()),
         }
+    }
+}
+
+/// How logs are written to standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Lines for people (the default).
+    Text,
+    /// One JSON object per line, with the fields of the spans each event happened in.
+    Json,
+}
+
+impl LogFormat {
+    /// Reads [`LOG_FORMAT_ENV`]'s value: `json`, `text`, or nothing (text); anything else is
+    /// refused with a message naming the variable and the values accepted.
+    pub fn parse(value: Option<&str>) -> Result<LogFormat, String> {
+        match value.map(str::trim) {
+            None | Some("") => Ok(LogFormat::Text),
+            Some(v) if v.eq_ignore_ascii_case("text") => Ok(LogFormat::Text),
+            Some(v) if v.eq_ignore_ascii_case("json") => Ok(LogFormat::Json),
+            Some(other) => Err(format!(
+                "{LOG_FORMAT_ENV}={other:?} is not a log format; use json (one JSON object per line) or text (the default), or unset it"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_format_is_text_unless_json_is_asked_for_and_refuses_anything_else() {
+        assert_eq!(LogFormat::parse(None), Ok(LogFormat::Text));
+        assert_eq!(LogFormat::parse(Some("text")), Ok(LogFormat::Text));
+        assert_eq!(LogFormat::parse(Some("json")), Ok(LogFormat::Json));
+        assert_eq!(LogFormat::parse(Some("JSON")), Ok(LogFormat::Json));
+        let refused = LogFormat::parse(Some("xml")).unwrap_err();
+        assert!(
+            refused.contains("ROWFIRE_LOG_FORMAT=\"xml\" is not a log format"),
+            "{refused}"
+        );
+        assert!(refused.contains("use json"), "{refused}");
     }
 }

@@ -188,6 +188,10 @@ pub struct Invocation {
 /// How this process can be run again from a shell (see [`Invocation`]).
 pub fn invocation() -> Invocation {
     let exe = std::env::current_exe().and_then(std::fs::canonicalize).ok();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "whether this build is the `rowfire` on the PATH decides how the printed commands name it"
+    )]
     let on_path = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|d| {
             let found = std::fs::canonicalize(d.join("rowfire")).ok();
@@ -201,6 +205,10 @@ pub fn invocation() -> Invocation {
         },
         Some(exe) => {
             // `cargo run` tells the program where its checkout is.
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "`cargo run` names the checkout, for the install hint"
+            )]
             let install = match std::env::var("CARGO_MANIFEST_DIR") {
                 Ok(checkout) => format!("`cargo install --path {}`", shell_word(&checkout)),
                 Err(_) => "`cargo install --path .` in the Rowfire checkout".into(),

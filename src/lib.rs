@@ -50,6 +50,8 @@ pub mod source;
 pub mod sql_guard;
 /// The control plane database: open, migrate, workspace-scoped (and the few unscoped) transactions.
 pub mod store;
+/// Spans for the units of work (poll, claim, send, settle) and their durations.
+pub mod telemetry;
 /// `{{ name }}` templates, substitution only.
 pub mod template;
 /// Checking definitions against live sources.

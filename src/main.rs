@@ -41,13 +41,10 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let config = Config::from_env();
-    let filter = tracing_subscriber::EnvFilter::builder()
-        .with_default_directive(tracing_subscriber::filter::LevelFilter::ERROR.into())
-        .parse_lossy(config.log_filter.as_deref().unwrap_or_default());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = cli::logs::init(&config) {
+        eprintln!("error: {}", cli::out::printable(&e));
+        return ExitCode::FAILURE;
+    }
     match run(Cli::parse(), config).await {
         Ok(code) => code,
         Err(e) => {

@@ -1,7 +1,9 @@
 //! What the benchmarks share: fresh PostgreSQL databases on the benchmark server.
 
-// Each benchmark is its own crate and uses only part of this.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each benchmark is its own crate and uses only part of this"
+)]
 
 use std::str::FromStr;
 
@@ -9,6 +11,10 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 /// The server's admin URL: `ROWFIRE_BENCH_PG`, or PostgreSQL on 127.0.0.1:5432.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the benchmarks' own setting, not Rowfire's"
+)]
 pub fn admin_url() -> String {
     std::env::var("ROWFIRE_BENCH_PG")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())

@@ -177,6 +177,10 @@ pub(crate) async fn add(
 
 /// Reads a secret's value from `env` or, without it, from standard input (one line).
 pub(crate) fn secret_value(env: Option<&str>) -> Result<String> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "--from-env names the variable that holds the secret: data, not a setting"
+    )]
     let value = match env {
         Some(var) => {
             std::env::var(var).map_err(|_| anyhow!("the environment variable {var} is not set"))?

@@ -2,7 +2,8 @@
 //! explain, backtest, push, pull, list, promote, demote, why), `workspace` (migrate, status,
 //! halt, resume, rewind, keygen), `worker`, `deliveries`, `integrations`, `sources` and `demo`
 //! (with the sample database). They call the library and print what it returns; `commands`
-//! holds the arguments and their bounds, `out` the one way to standard output. Binary only.
+//! holds the arguments and their bounds, `out` the one way to standard output, `logs` where
+//! logs go (standard error, text or JSON). Binary only.
 
 use anyhow::Result;
 use jiff::Timestamp;
@@ -15,6 +16,7 @@ pub(crate) mod definitions;
 pub(crate) mod deliveries;
 pub(crate) mod demo;
 pub(crate) mod integrations;
+pub(crate) mod logs;
 pub(crate) mod out;
 pub(crate) mod sources;
 pub(crate) mod worker;

@@ -113,6 +113,10 @@ struct Open {
 ///
 /// # Safety
 /// `ptr` is null or points to a NUL-terminated string that lives until the event is deleted.
+#[allow(
+    unsafe_code,
+    reason = "reads an anchor name the YAML scanner wrote, for `scan`"
+)]
 unsafe fn anchor_name(ptr: *const u8) -> Option<Vec<u8>> {
     if ptr.is_null() {
         return None;
@@ -129,6 +133,10 @@ unsafe fn anchor_name(ptr: *const u8) -> Option<Vec<u8>> {
 /// seen so far expand to more than `max_alias_bytes` (each alias counts its anchor's text plus
 /// what the aliases inside that anchor expand to), in one linear pass. A document that is not
 /// valid YAML yields `None` at its first error: the parser that follows reports it.
+#[allow(
+    unsafe_code,
+    reason = "drives the YAML scanner event by event, to bound nesting before parsing"
+)]
 fn scan(text: &str, max: usize, max_alias_bytes: u64) -> Option<Finding> {
     use std::mem::MaybeUninit;
     use unsafe_libyaml as unsafe_yaml;

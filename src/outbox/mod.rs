@@ -130,7 +130,10 @@ pub fn render(
 
 /// Writes the deliveries of one new fire inside the claim's transaction. Returns how many wait
 /// in the queue for a sender (announce them with [`announce`] before committing).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the claim's parts, each borrowed from the poll"
+)]
 pub async fn enqueue(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,
@@ -217,7 +220,10 @@ pub async fn enqueue(
 /// Whether a rule's frequency cap holds back one more delivery to `recipient` in `mode`: counts
 /// the earlier fires that reached (or, in shadow, would have reached) them through this rule over
 /// the rolling window. A fire's own other actions do not count against it.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the cap's parts, each borrowed from enqueue"
+)]
 async fn capped(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,

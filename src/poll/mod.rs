@@ -30,6 +30,7 @@ use crate::source::Source;
 use crate::sql_guard::Window;
 use crate::store::WorkspaceId;
 use crate::store::{Store, StoreError, workspace};
+use crate::telemetry;
 
 pub use report::{PollReport, PollStatus, RulePoll};
 pub(crate) use state::reconcile;
@@ -58,6 +59,10 @@ pub fn env_dsn() -> DsnResolver {
         if def.dsn_env.is_empty() {
             return None;
         }
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a definitions file's dsn_env is data: the variable it names holds a source's DSN"
+        )]
         std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty())
     })
 }
@@ -67,6 +72,17 @@ pub fn env_dsn() -> DsnResolver {
 pub fn stored_or_env_dsn(stored: std::collections::BTreeMap<String, String>) -> DsnResolver {
     let env = env_dsn();
     Arc::new(move |def: &SourceDef| stored.get(&def.name).cloned().or_else(|| env(def)))
+}
+
+/// The span one poll of one leased trigger runs in (its settle and report included).
+fn poll_span(lease: &Lease) -> tracing::Span {
+    tracing::info_span!(
+        "poll",
+        workspace = %lease.workspace,
+        trigger = %lease.trigger,
+        token = lease.token,
+        duration_ms = tracing::field::Empty,
+    )
 }
 
 /// How fires are claimed: one statement per batch, or (for comparison) one transaction per row.
@@ -159,20 +175,31 @@ impl Poller {
             let Some(lease) = self.lease().await? else {
                 break;
             };
-            let (mut report, outcome) = self.poll_until(&lease, stop).await;
-            if report.status == PollStatus::LeaseLost {
-                // Not settled: the window is someone else's now.
-                report.settled = false;
-                tracing::warn!(trigger = %lease.trigger, token = lease.token, "lease lost mid-poll; stopped without settling");
-            } else {
-                report.settled = settle(&self.store, &lease, &outcome).await?;
-                if !report.settled {
-                    tracing::warn!(trigger = %lease.trigger, token = lease.token, "stale settle ignored: the lease was taken over");
-                }
-            }
-            reports.push(report);
+            let polled = telemetry::timed(poll_span(&lease), self.poll_and_settle(&lease, stop));
+            reports.push(polled.await?);
         }
         Ok(reports)
+    }
+
+    /// Polls one leased trigger, settles it (unless the lease was lost) and logs the report.
+    async fn poll_and_settle(
+        &self,
+        lease: &Lease,
+        stop: Stop<'_>,
+    ) -> Result<PollReport, PollError> {
+        let (mut report, outcome) = self.poll_until(lease, stop).await;
+        if report.status == PollStatus::LeaseLost {
+            // Not settled: the window is someone else's now.
+            report.settled = false;
+            tracing::warn!(trigger = %lease.trigger, token = lease.token, "lease lost mid-poll; stopped without settling");
+        } else {
+            report.settled = settle(&self.store, lease, &outcome).await?;
+            if !report.settled {
+                tracing::warn!(trigger = %lease.trigger, token = lease.token, "stale settle ignored: the lease was taken over");
+            }
+        }
+        report.log();
+        Ok(report)
     }
 
     /// Polls due triggers until `stop` turns true, resting up to a second (at most a quarter
@@ -208,7 +235,7 @@ impl Poller {
     /// Polls one leased trigger and says how to settle it. Never settles by itself, so a test
     /// can play a worker that dies before settling.
     pub async fn poll(&self, lease: &Lease) -> (PollReport, Settle) {
-        self.poll_until(lease, None).await
+        telemetry::timed(poll_span(lease), self.poll_until(lease, None)).await
     }
 
     async fn poll_until(&self, lease: &Lease, stop: Stop<'_>) -> (PollReport, Settle) {
@@ -501,29 +528,47 @@ impl Poller {
                     run_id: Some(run_id),
                     now,
                 };
-                let claimed = ledger::claim(&mut tx, claim, &page[range.clone()])
-                    .await
-                    .map_err(failed)?;
+                let span = tracing::info_span!(
+                    "claim",
+                    workspace = %lease.workspace,
+                    trigger = %trigger.name,
+                    rule = %rule.name,
+                    mode = %mode,
+                    rows = range.len(),
+                    fired = tracing::field::Empty,
+                    already = tracing::field::Empty,
+                    duration_ms = tracing::field::Empty,
+                );
+                let claiming = async {
+                    let claimed = ledger::claim(&mut tx, claim, &page[range.clone()])
+                        .await
+                        .map_err(failed)?;
+                    let span = tracing::Span::current();
+                    span.record("fired", claimed.fires.len());
+                    span.record("already", claimed.already);
+                    for (fire_id, i) in &claimed.fires {
+                        let row = &page[range.start + i];
+
+                        queued += crate::outbox::enqueue(
+                            &mut tx,
+                            &lease.workspace,
+                            defs,
+                            rule,
+                            trigger,
+                            *mode,
+                            *fire_id,
+                            row,
+                            now,
+                        )
+                        .await
+                        .map_err(failed)?;
+                    }
+                    Ok::<_, Halt>(claimed)
+                };
+                let claimed = telemetry::timed(span, claiming).await?;
                 report.rules[slot].fired += claimed.fires.len() as u64;
                 report.rules[slot].already += claimed.already;
                 fired_rows.extend(claimed.fires.iter().map(|(_, i)| range.start + i));
-                for (fire_id, i) in &claimed.fires {
-                    let row = &page[range.start + i];
-
-                    queued += crate::outbox::enqueue(
-                        &mut tx,
-                        &lease.workspace,
-                        defs,
-                        rule,
-                        trigger,
-                        *mode,
-                        *fire_id,
-                        row,
-                        now,
-                    )
-                    .await
-                    .map_err(failed)?;
-                }
             }
             if queued > queued_before {
                 crate::outbox::announce(&mut tx).await.map_err(failed)?;

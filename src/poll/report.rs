@@ -1,5 +1,6 @@
-//! What one poll did: its counts per trigger and per rule, its status, and the line
-//! `worker --once` prints for it.
+//! What one poll did: its counts per trigger and per rule, its status, the line
+//! `worker --once` prints for it, and the same numbers as structured log events
+//! ([`PollReport::log`]).
 
 use std::fmt;
 
@@ -61,6 +62,53 @@ pub struct PollReport {
     pub status: PollStatus,
     /// False when the lease had been taken over and the settle changed nothing.
     pub settled: bool,
+}
+
+impl PollStatus {
+    /// How the poll ended, in a word (`ok`, `skipped`, `failed`, `lease_lost`, `stopped`), and
+    /// why, when there is a reason.
+    pub fn parts(&self) -> (&'static str, Option<&str>) {
+        match self {
+            PollStatus::Ok => ("ok", None),
+            PollStatus::Skipped(why) => ("skipped", Some(why)),
+            PollStatus::Failed(why) => ("failed", Some(why)),
+            PollStatus::LeaseLost => ("lease_lost", None),
+            PollStatus::Stopped => ("stopped", None),
+        }
+    }
+}
+
+impl PollReport {
+    /// Logs what the printed report says as `info` events with its numbers as fields: one for
+    /// the trigger (`poll report`), then one per rule (`poll report for a rule`).
+    pub fn log(&self) {
+        let (status, reason) = self.status.parts();
+        tracing::info!(
+            trigger = %self.trigger,
+            since = self.window.map(|w| tracing::field::display(w.since)),
+            until = self.window.map(|w| tracing::field::display(w.until)),
+            matched = self.matched,
+            fired = self.fired,
+            already = self.already,
+            null_keys = self.null_keys,
+            null_clocks = self.null_clocks,
+            unreadable_clocks = self.unreadable_clocks.rows,
+            status,
+            reason,
+            settled = self.settled,
+            "poll report"
+        );
+        for r in &self.rules {
+            tracing::info!(
+                trigger = %self.trigger,
+                rule = %r.rule,
+                mode = %r.mode,
+                fired = r.fired,
+                already = r.already,
+                "poll report for a rule"
+            );
+        }
+    }
 }
 
 impl fmt::Display for PollReport {

@@ -100,6 +100,10 @@ impl Client {
     pub fn new(policy: Policy) -> Client {
         install_crypto_provider();
         let policy = Arc::new(policy);
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "this is the one outbound client: no redirects, no proxy, the egress resolver"
+        )]
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

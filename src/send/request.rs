@@ -136,7 +136,10 @@ pub struct Tried {
 /// credentials, signatures and a fresh idempotency key (so an API that honours keys never
 /// replays an old answer), sends it once through `client`, redacts the answer and judges it as a
 /// delivery's first attempt. `key` opens credentials when the integration needs them.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "what `integrations test` gathers from the command line"
+)]
 pub async fn try_action(
     store: &crate::store::Store,
     workspace: &WorkspaceId,

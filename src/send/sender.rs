@@ -153,6 +153,17 @@ impl Sender {
     /// cannot be written does not hold back the rest. Returns, per item, whether its settle took
     /// effect; one given up on (logged) is sent again once its lease lapses.
     async fn settle_with_retries(&self, group: &[Settled]) -> Vec<bool> {
+        let ids: Vec<String> = group.iter().map(|s| s.claimed.id.to_string()).collect();
+        let span = tracing::info_span!(
+            "settle",
+            deliveries = %ids.join(","),
+            count = group.len(),
+            duration_ms = tracing::field::Empty,
+        );
+        crate::telemetry::timed(span, self.settle_group(group)).await
+    }
+
+    async fn settle_group(&self, group: &[Settled]) -> Vec<bool> {
         let mut failed = match self.settle_retrying(group).await {
             Ok(took) => return took,
             Err(e) => Some(e),
@@ -289,7 +300,19 @@ impl Sender {
 
     /// Sends one claimed delivery (or decides not to) and says how it ended.
     async fn process(&self, claimed: Claimed) -> Settled {
-        let (outcome, attempt) = self.attempt(&claimed).await;
+        let span = tracing::info_span!(
+            "send",
+            workspace = %claimed.workspace,
+            delivery = claimed.id,
+            integration = %claimed.integration,
+            action = %claimed.action,
+            attempt = claimed.attempts,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        let (outcome, attempt) =
+            crate::telemetry::timed(span.clone(), self.attempt(&claimed)).await;
+        span.record("outcome", outcome_name(&outcome));
         Settled {
             claimed,
             outcome,
@@ -473,5 +496,15 @@ impl Sender {
             }
         };
         (outcome, Some(attempt))
+    }
+}
+
+/// A settlement in a word, for the send span's `outcome` field.
+fn outcome_name(outcome: &Settlement) -> &'static str {
+    match outcome {
+        Settlement::Sent => "sent",
+        Settlement::Retry { .. } => "retry",
+        Settlement::Release { .. } => "released",
+        Settlement::Terminal { status, .. } | Settlement::Unsent { status, .. } => status,
     }
 }

@@ -51,6 +51,10 @@ async fn killing_workers_mid_flight_loses_nothing_and_duplicates_only_what_was_i
     let Some(pg) = TestPg::new().await else {
         return;
     };
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the killed workers are child processes on the system clock"
+    )]
     let now = jiff::Timestamp::now();
     let receiver = Receiver::start().await;
     receiver.pace(Duration::from_millis(3));
@@ -102,6 +106,10 @@ async fn killing_workers_mid_flight_loses_nothing_and_duplicates_only_what_was_i
     kills.push(Instant::now());
     // A restarted worker finishes the job. Driven in-process with its clock past every lease
     // (5 s), it takes over what the dead held and drains the queue until nothing is due.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a minute past the system clock, after the dead workers' leases"
+    )]
     let restarted = Sender::new(
         store.clone(),
         Client::new(Policy::parse("127.0.0.1", false).unwrap()),

@@ -14,6 +14,7 @@ mod guard_cli;
 mod guard_fuzz;
 mod guard_pg;
 mod leases;
+mod logs;
 mod output;
 mod pace;
 mod paging;

@@ -37,7 +37,12 @@ fn definitions(receiver: &str) -> String {
 async fn no_credential_or_dsn_appears_in_the_database_the_logs_or_any_output() {
     let receiver = Receiver::start().await;
     let source = TestSqlite::new();
-    add_signups(&source, 0..2, Timestamp::now()).await;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the worker under test is a child process on the system clock"
+    )]
+    let at = Timestamp::now();
+    add_signups(&source, 0..2, at).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("definitions.yaml");
     std::fs::write(&file, definitions(&receiver.url)).unwrap();

@@ -12,6 +12,10 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 /// The fixed "now" every sample-data test uses: 2026-11-29T12:00Z, or `ROWFIRE_TEST_NOW` (RFC 3339)
 /// to prove the suite never mixes the machine's or the database's clock with this one.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the suite's own setting, not Rowfire's"
+)]
 pub fn now() -> Timestamp {
     std::env::var("ROWFIRE_TEST_NOW")
         .unwrap_or_else(|_| "2026-11-29T12:00:00Z".into())
@@ -19,6 +23,10 @@ pub fn now() -> Timestamp {
         .expect("ROWFIRE_TEST_NOW must be an RFC 3339 instant such as 2027-11-29T12:00:00Z")
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the suite's own setting, not Rowfire's"
+)]
 fn admin_url() -> String {
     std::env::var("ROWFIRE_TEST_PG")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
@@ -39,7 +47,12 @@ impl TestPg {
         let mut conn = match PgConnection::connect(&admin).await {
             Ok(c) => c,
             Err(e) => {
-                if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "whether the suite runs under CI, where PostgreSQL must be up"
+                )]
+                let under_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+                if under_ci {
                     panic!("PostgreSQL is required under CI but {admin} is unreachable: {e}");
                 }
                 eprintln!(

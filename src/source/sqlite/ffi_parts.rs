@@ -4,6 +4,11 @@
 //! Every `unsafe` block here calls SQLite on a handle sqlx keeps open for as long as the
 //! connection lives; the interrupt's handle is forgotten before the statement it bounds ends.
 
+#![allow(
+    unsafe_code,
+    reason = "SQLite's C API: the value-size limit, the interrupt and the clock function"
+)]
+
 use std::ffi::c_int;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
