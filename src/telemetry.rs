@@ -1,7 +1,9 @@
 //! Telemetry: the units of work (a poll, a claim, a send, a settle) run in `tracing` spans that
 //! carry what they work on (workspace, trigger, rule, delivery ids), and [`timed`] records each
-//! one's wall-clock duration in its `duration_ms` field when the work ends, so the line the span
-//! writes when it closes says how long it took. Where the lines go and in which format is the
+//! one's wall-clock duration in its `duration_ms` field when the work ends and writes one `done`
+//! event inside the span, while its parents are still entered, so that line carries the span's
+//! fields, its duration and the spans it ran in. (A span's own close is not used: a connection
+//! opened inside a span may keep it alive past its work.) Where the lines go and in which format is the
 //! binary's choice (`ROWFIRE_LOG`, `ROWFIRE_LOG_FORMAT`).
 
 use std::future::Future;
@@ -19,5 +21,6 @@ pub async fn timed<F: Future>(span: Span, work: F) -> F::Output {
     let started = Instant::now();
     let output = work.instrument(span.clone()).await;
     span.record(DURATION_FIELD, started.elapsed().as_secs_f64() * 1000.0);
+    span.in_scope(|| tracing::info!("done"));
     output
 }

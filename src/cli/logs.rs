@@ -1,9 +1,8 @@
 //! Where logs go: standard error, filtered by `ROWFIRE_LOG` (errors only by default), in the
-//! format `ROWFIRE_LOG_FORMAT` chooses (see `rowfire::config`). Every span also writes a line
-//! when it closes, with its fields (`duration_ms` among them) and its busy and idle time.
+//! format `ROWFIRE_LOG_FORMAT` chooses (see `rowfire::config`). Every unit of work ends with a
+//! `done` line in its span, with its fields (`duration_ms` among them; `rowfire::telemetry`).
 
 use rowfire::config::{Config, LogFormat};
-use tracing_subscriber::fmt::format::FmtSpan;
 
 /// Installs the log subscriber `config` describes, or says why its format is refused.
 pub(crate) fn init(config: &Config) -> Result<(), String> {
@@ -13,8 +12,7 @@ pub(crate) fn init(config: &Config) -> Result<(), String> {
         .parse_lossy(config.log_filter.as_deref().unwrap_or_default());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_span_events(FmtSpan::CLOSE);
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => logs.init(),
         // Each line carries the innermost span's fields (`span`) and every enclosing span's

@@ -505,6 +505,6 @@ fn outcome_name(outcome: &Settlement) -> &'static str {
         Settlement::Sent => "sent",
         Settlement::Retry { .. } => "retry",
         Settlement::Release { .. } => "released",
-        Settlement::Terminal { status, .. } | Settlement::Unsent { status, .. } => status,
+        Settlement::Terminal { status, .. } | Settlement::Unsent { status, .. } => status.as_str(),
     }
 }

@@ -23,11 +23,11 @@ fn with_span_field<'a>(lines: &'a [Value], field: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The close line of the span named `name`, which carries its fields and its duration.
+/// The `done` line of the span named `name`, which carries its fields and its duration.
 fn closed<'a>(lines: &'a [Value], name: &str) -> Vec<&'a Value> {
     lines
         .iter()
-        .filter(|l| l["fields"]["message"] == "close" && l["span"]["name"] == name)
+        .filter(|l| l["fields"]["message"] == "done" && l["span"]["name"] == name)
         .collect()
 }
 
@@ -81,7 +81,7 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
                 && l["spans"][0]["trigger"] == "signups"),
         "{stderr}"
     );
-    let claims = closed(&lines, "claim");
+    let claims = done(&lines, "claim");
     assert_eq!(claims.len(), 1, "{stderr}");
     let claim = &claims[0]["span"];
     assert_eq!(claim["workspace"], "default", "{stderr}");
@@ -98,7 +98,7 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
             .any(|s| s["name"] == "poll" && s["trigger"] == "signups"),
         "{stderr}"
     );
-    let poll = closed(&lines, "poll");
+    let poll = done(&lines, "poll");
     assert_eq!(poll.len(), 1, "{stderr}");
     assert!(
         poll[0]["span"]["duration_ms"].as_f64().is_some(),
@@ -129,7 +129,7 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
     );
 
     // Each send names its delivery; each settle the deliveries it settled.
-    let sends = closed(&lines, "send");
+    let sends = done(&lines, "send");
     assert_eq!(sends.len(), 2, "{stderr}");
     assert!(
         sends.iter().all(|s| s["span"]["delivery"].is_i64()
@@ -137,7 +137,7 @@ async fn json_logs_are_one_object_per_line_with_span_fields() {
             && s["span"]["duration_ms"].as_f64().is_some()),
         "{stderr}"
     );
-    let settled: Vec<&str> = closed(&lines, "settle")
+    let settled: Vec<&str> = done(&lines, "settle")
         .iter()
         .filter_map(|s| s["span"]["deliveries"].as_str())
         .flat_map(|d| d.split(','))
