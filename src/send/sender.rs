@@ -310,9 +310,12 @@ impl Sender {
             outcome = tracing::field::Empty,
             duration_ms = tracing::field::Empty,
         );
-        let (outcome, attempt) =
-            crate::telemetry::timed(span.clone(), self.attempt(&claimed)).await;
-        span.record("outcome", outcome_name(&outcome));
+        let attempting = async {
+            let (outcome, attempt) = self.attempt(&claimed).await;
+            tracing::Span::current().record("outcome", outcome_name(&outcome));
+            (outcome, attempt)
+        };
+        let (outcome, attempt) = crate::telemetry::timed(span, attempting).await;
         Settled {
             claimed,
             outcome,

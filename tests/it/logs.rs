@@ -24,7 +24,7 @@ fn with_span_field<'a>(lines: &'a [Value], field: &str) -> Vec<&'a Value> {
 }
 
 /// The `done` line of the span named `name`, which carries its fields and its duration.
-fn closed<'a>(lines: &'a [Value], name: &str) -> Vec<&'a Value> {
+fn done<'a>(lines: &'a [Value], name: &str) -> Vec<&'a Value> {
     lines
         .iter()
         .filter(|l| l["fields"]["message"] == "done" && l["span"]["name"] == name)
