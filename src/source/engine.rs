@@ -44,7 +44,12 @@ pub(super) fn timed_out(dialect: Dialect, e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(db) => match dialect {
             Dialect::Postgres => db.code().as_deref() == Some("57014"),
-            Dialect::Sqlite => db.message().contains("interrupted"),
+            // SQLITE_INTERRUPT (9), the code the timeout's interrupt leaves, by number rather
+            // than by the words of its message.
+            Dialect::Sqlite => db
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == 9),
         },
         _ => false,
     }
