@@ -7,8 +7,10 @@
 //! - the delivery lease: [`send::lease`] (its arithmetic) and [`send::queue`] (claim, settle by
 //!   fencing token); trigger leases: [`poll::state`];
 //! - egress: [`send::egress`] (which addresses) and [`send::client`] (the one outbound client);
-//! - statements not scoped to a workspace: `Store::begin_unscoped` in [`store`] (migrations, the
-//!   trigger lease, the delivery claim, the idle sender's next-due read).
+//! - statements not scoped to a workspace: [`store::unscoped`], each with its reason (migrations,
+//!   the trigger lease, the delivery claim, the worker table, the idle next-due looks);
+//! - the one seam between the domain and the control plane's two engines: [`store`]
+//!   ([`store::Engine`], [`store::batch`] for many rows at once, [`store::StoreError`]'s kind).
 
 /// Backtests: what a rule would have done over the last N days.
 pub mod backtest;
@@ -48,7 +50,8 @@ pub mod send;
 pub mod source;
 /// The SQL guard: one read-only query, re-rendered inside Rowfire's window.
 pub mod sql_guard;
-/// The control plane database: open, migrate, workspace-scoped (and the few unscoped) transactions.
+/// The control plane database: its engine, migrations, workspace-scoped (and the few unscoped)
+/// transactions, statements written once for both engines, typed states.
 pub mod store;
 /// Spans for the units of work (poll, claim, send, settle) and their durations.
 pub mod telemetry;

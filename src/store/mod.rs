@@ -5,14 +5,14 @@
 //! by column name ([`StoreRow`]) and errors with a kind ([`ErrorKind`]). It knows nothing of
 //! sources: the control plane's [`Engine`] is its own type.
 
-pub(crate) mod batch;
+pub mod batch;
 mod clock_sync;
 mod error;
 mod id;
 mod migrate;
 mod text;
 mod time;
-pub(crate) mod unscoped;
+pub mod unscoped;
 pub mod workspace;
 
 use std::str::FromStr;
