@@ -49,6 +49,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0007_delivery_capped.sql"),
         include_str!("../../migrations/sqlite/0007_delivery_capped.sql"),
     ),
+    (
+        8,
+        "row_level_security",
+        include_str!("../../migrations/postgres/0008_row_level_security.sql"),
+        include_str!("../../migrations/sqlite/0008_row_level_security.sql"),
+    ),
 ];
 
 impl Store {

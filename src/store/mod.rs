@@ -320,12 +320,16 @@ impl Store {
     }
 
     /// Begins a control-plane transaction for one workspace: every unit of work goes through
-    /// here. On PostgreSQL it sets `app.workspace_id` for the transaction (row-level security
-    /// keys on it once tenancy lands).
+    /// here. On PostgreSQL it sets `app.workspace_id` for the transaction, which the tenant
+    /// tables' forced row-level security keys on (migration 8).
     pub async fn begin(&self, workspace: &WorkspaceId) -> Result<StoreTx, StoreError> {
         let mut tx = self.begin_tx(false).await.map_err(|e| self.error(e))?;
         if let StoreTx::Postgres(t) = &mut tx {
-            sqlx::query("SELECT set_config('app.workspace_id', $1, true)")
+            // The bypass is set off explicitly too, so no session setting can widen a scoped
+            // transaction.
+            sqlx::query(
+                "SELECT set_config('app.workspace_id', $1, true), set_config('app.bypass_rls', 'off', true)",
+            )
                 .bind(workspace)
                 .execute(&mut **t)
                 .await

@@ -26,11 +26,31 @@ pub(crate) enum Unscoped {
     Look,
 }
 
+impl Unscoped {
+    /// Whether the transaction sets the row-level-security bypass (`app.bypass_rls`) on
+    /// PostgreSQL: every reason that reads or writes tenant tables. The `worker` table has no
+    /// workspace and no policy, so the worker registry runs without it.
+    fn bypasses(self) -> bool {
+        self != Unscoped::Workers
+    }
+}
+
 impl Store {
     /// Begins a transaction with no workspace, for one of the [`Unscoped`] reasons. A look
-    /// (reads only) takes no write lock on SQLite.
+    /// (reads only) takes no write lock on SQLite. On PostgreSQL the bypass is set
+    /// transaction-locally (`set_config(…, true)`), so it ends with the transaction and is safe
+    /// behind a pooler in transaction mode; the rows such a statement returns carry their
+    /// workspace, and the work that follows re-enters that workspace through [`Store::begin`].
     pub(crate) async fn begin_unscoped(&self, why: Unscoped) -> Result<StoreTx, sqlx::Error> {
         tracing::trace!(?why, "unscoped control-plane transaction");
-        self.begin_tx(why == Unscoped::Look).await
+        let mut tx = self.begin_tx(why == Unscoped::Look).await?;
+        if let StoreTx::Postgres(t) = &mut tx
+            && why.bypasses()
+        {
+            sqlx::query("SELECT set_config('app.bypass_rls', 'on', true)")
+                .execute(&mut **t)
+                .await?;
+        }
+        Ok(tx)
     }
 }

@@ -13,6 +13,7 @@ mod first_run;
 mod guard_cli;
 mod guard_fuzz;
 mod guard_pg;
+mod isolation;
 mod leases;
 mod logs;
 mod output;
