@@ -1,14 +1,15 @@
 //! Rowfire's own settings, read from the environment in this one module: the control plane
 //! (`ROWFIRE_DATABASE_URL`), the master key (`ROWFIRE_MASTER_KEY`), the egress policy
 //! (`ROWFIRE_EGRESS_ALLOW`, `ROWFIRE_EGRESS`), the log filter (`ROWFIRE_LOG`), the log format
-//! (`ROWFIRE_LOG_FORMAT`) and the host name that names a worker's pollers (`HOSTNAME`). Each
+//! (`ROWFIRE_LOG_FORMAT`), the workspace commands work in (`ROWFIRE_WORKSPACE`; `--workspace`
+//! wins over it) and the host name that names a worker's pollers (`HOSTNAME`). Each
 //! setting's owner parses it (`Store::open`, `MasterKey::parse`, `Policy::parse`,
 //! [`LogFormat::parse`]) and names its variable in its own messages.
 //!
 //! Logs go to standard error. `ROWFIRE_LOG_FORMAT=json` writes them as one JSON object per line
 //! for log collectors, each carrying the fields of the spans it happened in (the poll's workspace
 //! and trigger, the claim's rule, the send's and settle's delivery ids, and `duration_ms` on the
-//! line a span writes when it closes); `text`, empty or unset keeps the human format. Any other
+//! `done` line each unit of work writes when it ends); `text`, empty or unset keeps the human format. Any other
 //! value is refused: the command stops before doing anything and names the values accepted.
 //!
 //! Not here, because they are data rather than settings: the variables a definitions file names
@@ -17,12 +18,14 @@
 
 use crate::secret::{MASTER_KEY_ENV, MasterKey, SecretError};
 use crate::send::egress::{self, Policy};
-use crate::store::{DATABASE_URL_ENV, DEFAULT_DATABASE_URL};
+use crate::store::{BadWorkspaceId, DATABASE_URL_ENV, DEFAULT_DATABASE_URL, WorkspaceId};
 
 /// The variable holding the log filter (`info`, `rowfire=debug`, …).
 pub const LOG_ENV: &str = "ROWFIRE_LOG";
 /// The variable choosing how logs are written: `json`, or `text` (the default).
 pub const LOG_FORMAT_ENV: &str = "ROWFIRE_LOG_FORMAT";
+/// The variable naming the workspace commands read and write (`default` when unset).
+pub const WORKSPACE_ENV: &str = "ROWFIRE_WORKSPACE";
 /// The variable naming this host, for the names of a worker's pollers.
 pub const HOST_ENV: &str = "HOSTNAME";
 
@@ -41,6 +44,9 @@ pub struct Config {
     pub log_filter: Option<String>,
     /// How logs are written, or why the value given is refused.
     pub log_format: Result<LogFormat, String>,
+    /// The workspace commands read and write (the default one when the variable is unset), or
+    /// why the variable's value is not a workspace id.
+    pub workspace: Result<WorkspaceId, BadWorkspaceId>,
     /// This host's name (`local` when unknown).
     pub host: String,
 }
@@ -67,12 +73,21 @@ impl Config {
             egress: Policy::parse(&allow, inbox_only),
             log_filter: set(LOG_ENV),
             log_format: LogFormat::parse(set(LOG_FORMAT_ENV).as_deref()),
+            workspace: set(WORKSPACE_ENV)
+                .map_or(Ok(WorkspaceId::DEFAULT), |w| WorkspaceId::parse(&w)),
             #[expect(
                 clippy::disallowed_methods,
                 reason = "the config module is the one place Rowfire's settings are read"
             )]
             host: std::env::var(HOST_ENV).unwrap_or_else(|_| "local".into()),
         }
+    }
+}
+
+impl Config {
+    /// The workspace commands work in, or why `ROWFIRE_WORKSPACE` names none.
+    pub fn workspace(&self) -> Result<&WorkspaceId, BadWorkspaceId> {
+        self.workspace.as_ref().map_err(Clone::clone)
     }
 }
 

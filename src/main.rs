@@ -28,7 +28,7 @@ macro_rules! println {
 
 mod cli;
 use cli::commands::Command;
-use cli::{definitions, deliveries, demo, integrations, sources, worker, workspace};
+use cli::{definitions, deliveries, demo, integrations, sources, worker, workspace, workspaces};
 
 /// Rowfire turns rows in your database into actions, exactly once per rule, per key, per period.
 #[derive(Parser)]
@@ -36,6 +36,9 @@ use cli::{definitions, deliveries, demo, integrations, sources, worker, workspac
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The workspace to work in (default: ROWFIRE_WORKSPACE, else `default`).
+    #[arg(long, global = true, value_parser = cli::workspaces::parse_workspace)]
+    workspace: Option<rowfire::store::WorkspaceId>,
 }
 
 #[tokio::main]
@@ -54,7 +57,10 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli, config: Config) -> Result<ExitCode> {
+async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
+    if let Some(workspace) = cli.workspace {
+        config.workspace = Ok(workspace);
+    }
     let at = Clock::from_option;
     match cli.command {
         Command::Demo { dir, now, once } => demo::demo(&dir, at(now), once).await,
@@ -112,5 +118,6 @@ async fn run(cli: Cli, config: Config) -> Result<ExitCode> {
         } => deliveries::run(&config, show, rule, status, limit).await,
         Command::Integrations { command } => integrations::run(&config, command).await,
         Command::Sources { command } => sources::run(&config, command).await,
+        Command::Workspaces { command } => workspaces::run(&config, command).await,
     }
 }

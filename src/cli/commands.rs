@@ -226,6 +226,14 @@ pub(crate) enum Command {
     ///
     /// Example: rowfire resume
     Resume,
+    /// Create, list, rename or delete workspaces (tenants).
+    ///
+    /// Example: rowfire workspaces create acme --timezone Europe/Berlin
+    Workspaces {
+        /// What to do (default: list).
+        #[command(subcommand)]
+        command: Option<super::workspaces::WorkspacesCommand>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -325,31 +333,7 @@ pub(crate) enum SourcesCommand {
     },
 }
 
-#[derive(Subcommand)]
-pub(crate) enum DeliveriesCommand {
-    /// One delivery: its rule, state, reason, recipient, recorded request and every attempt.
-    ///
-    /// Example: rowfire deliveries show 42
-    Show {
-        /// The delivery's id.
-        id: i64,
-    },
-    /// Re-queue a failed or dead delivery, due now, with the same id (its idempotency key).
-    ///
-    /// Example: rowfire deliveries retry 42
-    Retry {
-        /// The delivery's id.
-        id: i64,
-    },
-    /// Delete finished deliveries older than an age; pending ones and the ledger are kept.
-    ///
-    /// Example: rowfire deliveries prune --older-than 30d
-    Prune {
-        /// Age such as 30d, 12h or 90m.
-        #[arg(long, value_parser = parse_age)]
-        older_than: SignedDuration,
-    },
-}
+pub(crate) use super::deliveries::DeliveriesCommand;
 
 /// An age such as `30d`, `12h` or `90m`, of at most [`MAX_DAYS`] days.
 pub(crate) fn parse_age(s: &str) -> Result<SignedDuration, String> {

@@ -15,10 +15,10 @@ use rowfire::push::{self, PushError};
 use rowfire::rules::{self, Mode};
 use rowfire::source::{Source, dialect_of};
 use rowfire::sql_guard::{self, Shape, Window};
-use rowfire::store::{DEFAULT_WORKSPACE, Store};
+use rowfire::store::{Store, WorkspaceId};
 use rowfire::validation::{self, TriggerCheck};
 
-use super::{NOTHING_PUSHED, now, open_and_migrate, open_store, width};
+use super::{NOTHING_PUSHED, now, open_and_migrate, open_workspace, width};
 
 /// `rowfire backtest`: what a rule would have done over the last `days` days.
 pub(crate) async fn backtest(
@@ -58,7 +58,9 @@ pub(crate) async fn push(config: &Config, file: &Path) -> Result<ExitCode> {
         }
     };
     let store = open_and_migrate(config).await?;
-    let summary = match push::push(&store, DEFAULT_WORKSPACE, &text, now()).await {
+    let ws = config.workspace()?;
+    rowfire::store::workspace::get(&store, ws).await?;
+    let summary = match push::push(&store, ws, &text, now()).await {
         Err(PushError::Definitions(problems)) => {
             eprint!("{}", super::out::printable(&problems.to_string()));
             return Ok(ExitCode::FAILURE);
@@ -67,15 +69,16 @@ pub(crate) async fn push(config: &Config, file: &Path) -> Result<ExitCode> {
     };
     print_push(&summary);
     if let Ok(defs) = definitions::parse(&text) {
-        warn_unresolved_sources(&store, &defs).await?;
+        warn_unresolved_sources(&store, ws, &defs).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `rowfire pull`: the definitions in force (or an older version), byte for byte.
 pub(crate) async fn pull(config: &Config, version: Option<i64>) -> Result<ExitCode> {
-    let store = open_store(config).await?;
-    match versions::get(&store, DEFAULT_WORKSPACE, version).await? {
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
+    match versions::get(store, ws, version).await? {
         Some(v) => print!("{}", v.document),
         None if version.is_some() => bail!(
             "there is no version {}; `rowfire status` shows the one in force",
@@ -88,13 +91,14 @@ pub(crate) async fn pull(config: &Config, version: Option<i64>) -> Result<ExitCo
 
 /// `rowfire why RULE KEY`: a key's fires and the fate of its recent rows.
 pub(crate) async fn why(config: &Config, rule: &str, key: &str, days: u32) -> Result<ExitCode> {
-    let store = open_store(config).await?;
-    let Some((_, defs)) = versions::in_force(&store, DEFAULT_WORKSPACE).await? else {
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
+    let Some((_, defs)) = versions::in_force(store, ws).await? else {
         bail!("{NOTHING_PUSHED}");
     };
     let explained = rowfire::explanation::why(
-        &store,
-        DEFAULT_WORKSPACE,
+        store,
+        ws,
         &defs,
         rowfire::explanation::Question {
             rule,
@@ -133,12 +137,12 @@ pub(crate) fn print_push(s: &push::PushSummary) {
 
 /// `rowfire list`: the triggers and rules in force, with each rule's mode and cadence.
 pub(crate) async fn list(config: &Config) -> Result<ExitCode> {
-    let store = &open_store(config).await?;
-    let Some((version, defs)) = versions::in_force(store, DEFAULT_WORKSPACE).await? else {
+    let (store, ws) = &open_workspace(config).await?;
+    let Some((version, defs)) = versions::in_force(store, ws).await? else {
         println!("{NOTHING_PUSHED}");
         return Ok(ExitCode::SUCCESS);
     };
-    let modes = rules::list(store, DEFAULT_WORKSPACE).await?;
+    let modes = rules::list(store, ws).await?;
     println!("definitions version {version} on {}", store.shown());
     // Columns as wide as their longest entry, so long names never push a row out of line.
     let trigger_w = width(defs.triggers.iter().map(|t| t.name.as_str()));
@@ -174,8 +178,9 @@ pub(crate) async fn list(config: &Config) -> Result<ExitCode> {
 
 /// `rowfire promote` and `demote`: a rule's mode.
 pub(crate) async fn set_mode(config: &Config, rule: &str, mode: Mode) -> Result<ExitCode> {
-    let store = open_store(config).await?;
-    let before = rules::set_mode(&store, DEFAULT_WORKSPACE, rule, mode, now()).await?;
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
+    let before = rules::set_mode(store, ws, rule, mode, now()).await?;
     if before == mode {
         println!("{rule} is already {mode}");
     } else {
@@ -272,8 +277,9 @@ async fn stored_sources_if_configured(config: &Config) -> std::collections::BTre
         return Default::default();
     }
     let stored = async {
-        let store = open_store(config).await?;
-        Ok::<_, anyhow::Error>(rowfire::secret::stored_sources(&store, DEFAULT_WORKSPACE).await?)
+        let (store, ws) = open_workspace(config).await?;
+        let (store, ws) = (&store, &ws);
+        Ok::<_, anyhow::Error>(rowfire::secret::stored_sources(store, ws).await?)
     };
     stored.await.unwrap_or_else(|e| {
         eprintln!("note: stored sources were not consulted: {e:#}");
@@ -283,8 +289,12 @@ async fn stored_sources_if_configured(config: &Config) -> std::collections::BTre
 
 /// After a push: says which triggers name a source that is neither declared nor stored (their
 /// rules wait; everything else runs).
-pub(crate) async fn warn_unresolved_sources(store: &Store, defs: &Definitions) -> Result<()> {
-    let stored = rowfire::secret::stored_sources(store, DEFAULT_WORKSPACE).await?;
+pub(crate) async fn warn_unresolved_sources(
+    store: &Store,
+    ws: &WorkspaceId,
+    defs: &Definitions,
+) -> Result<()> {
+    let stored = rowfire::secret::stored_sources(store, ws).await?;
     for p in defs.unresolved_sources(|name| stored.contains(name)) {
         eprintln!("warning: {}: {}", p.path, p.message);
     }

@@ -3,13 +3,14 @@
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
+use clap::Subcommand;
+use jiff::SignedDuration;
 use rowfire::config::Config;
 use rowfire::outbox::{self, Filter};
 use rowfire::send::queue;
-use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use rowfire::store::{Store, WorkspaceId};
 
-use super::commands::DeliveriesCommand;
-use super::{now, open_store};
+use super::{now, open_workspace};
 
 /// `rowfire deliveries …`: newest first, filtered by rule and state, or one delivery's command.
 pub(crate) async fn run(
@@ -19,22 +20,23 @@ pub(crate) async fn run(
     status: Option<rowfire::outbox::DeliveryStatus>,
     limit: i64,
 ) -> Result<ExitCode> {
-    let store = open_store(config).await?;
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
     let filter = match command {
         Some(DeliveriesCommand::Retry { id }) => {
-            outbox::retry(&store, WS, id, now()).await?;
+            outbox::retry(store, ws, id, now()).await?;
             println!("delivery {id} is pending again and due now");
             return Ok(ExitCode::SUCCESS);
         }
         Some(DeliveriesCommand::Prune { older_than }) => {
             let before = rowfire::store::earlier(now(), older_than);
-            let n = outbox::prune(&store, WS, before).await?;
+            let n = outbox::prune(store, ws, before).await?;
             println!(
                 "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
             );
             return Ok(ExitCode::SUCCESS);
         }
-        Some(DeliveriesCommand::Show { id }) => return show(&store, id).await,
+        Some(DeliveriesCommand::Show { id }) => return show(store, ws, id).await,
         None => Filter {
             rule,
             status,
@@ -42,8 +44,8 @@ pub(crate) async fn run(
             limit: Some(limit),
         },
     };
-    let mut tx = store.begin(WS).await?;
-    let found = outbox::list(&mut tx, WS, &filter).await?;
+    let mut tx = store.begin(ws).await?;
+    let found = outbox::list(&mut tx, ws, &filter).await?;
     tx.rollback().await?;
     let rule_w = found.iter().map(|d| d.rule.chars().count()).max();
     let action_w = found.iter().map(|d| d.action.chars().count()).max();
@@ -71,13 +73,13 @@ pub(crate) async fn run(
 }
 
 /// `rowfire deliveries show ID`: the recorded request (never credentials) and every attempt.
-async fn show(store: &Store, id: i64) -> Result<ExitCode> {
+async fn show(store: &Store, ws: &WorkspaceId, id: i64) -> Result<ExitCode> {
     let filter = Filter {
         id: Some(id),
         ..Default::default()
     };
-    let mut tx = store.begin(WS).await?;
-    let found = outbox::list(&mut tx, WS, &filter).await?;
+    let mut tx = store.begin(ws).await?;
+    let found = outbox::list(&mut tx, ws, &filter).await?;
     tx.rollback().await?;
     let Some(d) = found.first() else {
         bail!("there is no delivery {id}")
@@ -112,7 +114,7 @@ async fn show(store: &Store, id: i64) -> Result<ExitCode> {
     if let Some(b) = body {
         println!("  body\n{}", serde_json::to_string_pretty(&b)?);
     }
-    let attempts = queue::attempts(store, WS, id).await?;
+    let attempts = queue::attempts(store, ws, id).await?;
     println!("  attempts   {}", attempts.len());
     for (n, a) in attempts.iter().enumerate() {
         let status = a.status_code.map_or("-".to_string(), |s| s.to_string());
@@ -133,4 +135,31 @@ async fn show(store: &Store, id: i64) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `rowfire deliveries` does besides listing.
+#[derive(Subcommand)]
+pub(crate) enum DeliveriesCommand {
+    /// One delivery: its rule, state, reason, recipient, recorded request and every attempt.
+    ///
+    /// Example: rowfire deliveries show 42
+    Show {
+        /// The delivery's id.
+        id: i64,
+    },
+    /// Re-queue a failed or dead delivery, due now, with the same id (its idempotency key).
+    ///
+    /// Example: rowfire deliveries retry 42
+    Retry {
+        /// The delivery's id.
+        id: i64,
+    },
+    /// Delete finished deliveries older than an age; pending ones and the ledger are kept.
+    ///
+    /// Example: rowfire deliveries prune --older-than 30d
+    Prune {
+        /// Age such as 30d, 12h or 90m.
+        #[arg(long, value_parser = super::commands::parse_age)]
+        older_than: SignedDuration,
+    },
 }

@@ -15,16 +15,16 @@ use rowfire::secret;
 use rowfire::send::client::Client;
 use rowfire::send::outcome::{AttemptResult, Verdict};
 use rowfire::send::request::try_action;
-use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use rowfire::store::{Store, WorkspaceId};
 
 use super::commands::IntegrationsCommand;
-use super::{NOTHING_PUSHED, now, open_store};
+use super::{NOTHING_PUSHED, now, open_workspace};
 
 /// `rowfire integrations …`.
 pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -> Result<ExitCode> {
-    let store = &open_store(config).await?;
+    let (store, ws) = &open_workspace(config).await?;
     match command.unwrap_or(IntegrationsCommand::List) {
-        IntegrationsCommand::List => list(store).await,
+        IntegrationsCommand::List => list(store, ws).await,
         IntegrationsCommand::Catalog => Ok(catalog()),
         IntegrationsCommand::Add {
             name,
@@ -33,16 +33,16 @@ pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -
             base_url,
         } => {
             let (entry, url) = (catalog.as_deref(), base_url.as_deref());
-            add(store, &name, entry, url, from.as_deref()).await
+            add(store, ws, &name, entry, url, from.as_deref()).await
         }
         IntegrationsCommand::SetCredential {
             name,
             credential,
             from_env,
-        } => set_credential(config, store, &name, &credential, from_env.as_deref()).await,
-        IntegrationsCommand::Enable { name } => enable(store, &name).await,
+        } => set_credential(config, store, ws, &name, &credential, from_env.as_deref()).await,
+        IntegrationsCommand::Enable { name } => enable(store, ws, &name).await,
         IntegrationsCommand::Disable { name, reason } => {
-            disable(store, &name, &reason.join(" ")).await
+            disable(store, ws, &name, &reason.join(" ")).await
         }
         IntegrationsCommand::Test {
             name,
@@ -50,13 +50,13 @@ pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -
             row,
             params,
             recipient,
-        } => test(config, store, &name, &action, &row, &params, recipient).await,
+        } => test(config, store, ws, &name, &action, &row, &params, recipient).await,
     }
 }
 
 /// The definitions in force, or an error saying nothing was pushed.
-pub(crate) async fn in_force(store: &Store) -> Result<(i64, Definitions)> {
-    versions::in_force(store, WS)
+pub(crate) async fn in_force(store: &Store, ws: &WorkspaceId) -> Result<(i64, Definitions)> {
+    versions::in_force(store, ws)
         .await?
         .ok_or_else(|| anyhow!("{NOTHING_PUSHED}"))
 }
@@ -66,14 +66,14 @@ fn action_names(spec: &catalog::Integration) -> String {
 }
 
 /// `rowfire integrations list`: each integration in force, its auth, credentials and state.
-pub(crate) async fn list(store: &Store) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
-    let states = integrations::states(store, WS).await?;
+pub(crate) async fn list(store: &Store, ws: &WorkspaceId) -> Result<ExitCode> {
+    let (_, defs) = in_force(store, ws).await?;
+    let states = integrations::states(store, ws).await?;
     if defs.integrations.is_empty() {
         println!("no integrations; add one with `rowfire integrations add NAME --catalog slack`");
     }
     for i in &defs.integrations {
-        let stored = secret::names(store, WS, &secret::integration_owner(&i.name)).await?;
+        let stored = secret::names(store, ws, &secret::integration_owner(&i.name)).await?;
         let creds: Vec<String> = i
             .spec
             .credentials()
@@ -131,12 +131,13 @@ pub(crate) fn catalog() -> ExitCode {
 /// `rowfire integrations add`: a new definitions version with the integration added.
 pub(crate) async fn add(
     store: &Store,
+    ws: &WorkspaceId,
     name: &str,
     from_catalog: Option<&str>,
     base_url: Option<&str>,
     from_file: Option<&std::path::Path>,
 ) -> Result<ExitCode> {
-    let current = versions::get(store, WS, None).await?.ok_or_else(|| {
+    let current = versions::get(store, ws, None).await?.ok_or_else(|| {
         anyhow!("nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`")
     })?;
     let entry = match (from_catalog, from_file) {
@@ -161,7 +162,7 @@ pub(crate) async fn add(
     };
     let text = rowfire::definitions::edit::add_to_document(&current.document, name, &entry)
         .map_err(|e| anyhow!(e))?;
-    let summary = rowfire::push::push(store, WS, &text, now()).await?;
+    let summary = rowfire::push::push(store, ws, &text, now()).await?;
     super::definitions::print_push(&summary);
     let defs = rowfire::definitions::parse(&text).map_err(|e| anyhow!(e.to_string()))?;
     let needs = defs
@@ -204,11 +205,12 @@ pub(crate) fn secret_value(env: Option<&str>) -> Result<String> {
 pub(crate) async fn set_credential(
     config: &Config,
     store: &Store,
+    ws: &WorkspaceId,
     name: &str,
     credential: &str,
     from_env: Option<&str>,
 ) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
+    let (_, defs) = in_force(store, ws).await?;
     let Some(i) = defs.integration(name) else {
         bail!("there is no integration {name}; `rowfire integrations list` shows them");
     };
@@ -231,7 +233,7 @@ pub(crate) async fn set_credential(
     secret::put(
         store,
         &key,
-        WS,
+        ws,
         &secret::integration_owner(name),
         credential,
         &value,
@@ -246,8 +248,13 @@ pub(crate) async fn set_credential(
 }
 
 /// `rowfire integrations disable`.
-pub(crate) async fn disable(store: &Store, name: &str, reason: &str) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
+pub(crate) async fn disable(
+    store: &Store,
+    ws: &WorkspaceId,
+    name: &str,
+    reason: &str,
+) -> Result<ExitCode> {
+    let (_, defs) = in_force(store, ws).await?;
     if defs.integration(name).is_none() {
         bail!("there is no integration {name}; `rowfire integrations list` shows them");
     }
@@ -256,14 +263,14 @@ pub(crate) async fn disable(store: &Store, name: &str, reason: &str) -> Result<E
     } else {
         format!("disabled by hand: {reason}")
     };
-    integrations::disable(store, WS, name, &reason, now()).await?;
+    integrations::disable(store, ws, name, &reason, now()).await?;
     println!("{name} is disabled; its deliveries wait until `rowfire integrations enable {name}`");
     Ok(ExitCode::SUCCESS)
 }
 
 /// `rowfire integrations enable`.
-pub(crate) async fn enable(store: &Store, name: &str) -> Result<ExitCode> {
-    if integrations::enable(store, WS, name).await? {
+pub(crate) async fn enable(store: &Store, ws: &WorkspaceId, name: &str) -> Result<ExitCode> {
+    if integrations::enable(store, ws, name).await? {
         println!("{name} is enabled; its waiting deliveries go now");
     } else {
         println!("{name} was not disabled");
@@ -272,16 +279,21 @@ pub(crate) async fn enable(store: &Store, name: &str) -> Result<ExitCode> {
 }
 
 /// `rowfire integrations test`: renders one action against a sample row and sends it once.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the control plane and workspace, then one argument per flag of the command"
+)]
 pub(crate) async fn test(
     config: &Config,
     store: &Store,
+    ws: &WorkspaceId,
     name: &str,
     action: &str,
     row: &str,
     params: &[String],
     recipient: Option<String>,
 ) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
+    let (_, defs) = in_force(store, ws).await?;
     let Some(i) = defs.integration(name) else {
         bail!("there is no integration {name}; `rowfire integrations list` shows them");
     };
@@ -310,7 +322,7 @@ pub(crate) async fn test(
     let client = Client::new(config.egress.clone().map_err(|e| anyhow!(e))?);
     let tried = try_action(
         store,
-        WS,
+        ws,
         &defs,
         &binding,
         &row,

@@ -1,7 +1,8 @@
 //! The commands behind `main.rs`, one file per thing they serve: `definitions` (validate,
 //! explain, backtest, push, pull, list, promote, demote, why), `workspace` (migrate, status,
-//! halt, resume, rewind, keygen), `worker`, `deliveries`, `integrations`, `sources` and `demo`
-//! (with the sample database). They call the library and print what it returns; `commands`
+//! halt, resume, rewind, keygen), `workspaces` (create, list, rename, delete), `worker`,
+//! `deliveries`, `integrations`, `sources` and `demo` (with the sample database). A command
+//! works in one workspace (`open_workspace`: `--workspace`, else `ROWFIRE_WORKSPACE`). They call the library and print what it returns; `commands`
 //! holds the arguments and their bounds, `out` the one way to standard output, `logs` where
 //! logs go (standard error, text or JSON). Binary only.
 
@@ -9,7 +10,7 @@ use anyhow::Result;
 use jiff::Timestamp;
 use rowfire::clock::Clock;
 use rowfire::config::Config;
-use rowfire::store::Store;
+use rowfire::store::{Store, WorkspaceId};
 
 pub(crate) mod commands;
 pub(crate) mod definitions;
@@ -21,6 +22,7 @@ pub(crate) mod out;
 pub(crate) mod sources;
 pub(crate) mod worker;
 pub(crate) mod workspace;
+pub(crate) mod workspaces;
 
 /// What commands that need definitions say when nothing has been pushed.
 pub(crate) const NOTHING_PUSHED: &str =
@@ -31,6 +33,15 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store> {
     let store = Store::open(&config.database_url).await?;
     store.check_migrated().await?;
     Ok(store)
+}
+
+/// Opens the control plane and the workspace the command works in (`--workspace`, else
+/// `ROWFIRE_WORKSPACE`, else the default one), which must exist.
+pub(crate) async fn open_workspace(config: &Config) -> Result<(Store, WorkspaceId)> {
+    let store = open_store(config).await?;
+    let ws = config.workspace()?.clone();
+    rowfire::store::workspace::get(&store, &ws).await?;
+    Ok((store, ws))
 }
 
 /// Opens the control plane the environment names, creating or upgrading its tables.

@@ -5,27 +5,27 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use rowfire::config::Config;
 use rowfire::secret;
-use rowfire::store::{DEFAULT_WORKSPACE as WS, Store};
+use rowfire::store::{Store, WorkspaceId};
 
 use super::commands::SourcesCommand;
 use super::integrations::{in_force, secret_value};
-use super::{now, open_store};
+use super::{now, open_workspace};
 
 /// `rowfire sources …`.
 pub(crate) async fn run(config: &Config, command: Option<SourcesCommand>) -> Result<ExitCode> {
-    let store = &open_store(config).await?;
+    let (store, ws) = &open_workspace(config).await?;
     match command.unwrap_or(SourcesCommand::List) {
-        SourcesCommand::List => list(store).await,
-        SourcesCommand::Add { name, url_env } => add(config, store, &name, &url_env).await,
+        SourcesCommand::List => list(store, ws).await,
+        SourcesCommand::Add { name, url_env } => add(config, store, ws, &name, &url_env).await,
     }
 }
 
 /// `rowfire sources`: each source in force and where its DSN comes from.
-async fn list(store: &Store) -> Result<ExitCode> {
-    let (_, defs) = in_force(store).await?;
-    let files = secret::file_urls(store, WS).await?;
+async fn list(store: &Store, ws: &WorkspaceId) -> Result<ExitCode> {
+    let (_, defs) = in_force(store, ws).await?;
+    let files = secret::file_urls(store, ws).await?;
     for s in &defs.sources {
-        let stored = secret::names(store, WS, &source_owner(&s.name))
+        let stored = secret::names(store, ws, &source_owner(&s.name))
             .await?
             .iter()
             .any(|n| n == "dsn");
@@ -61,7 +61,13 @@ fn source_owner(name: &str) -> String {
 
 /// `rowfire sources add NAME --url-env VAR`: stores a source's DSN encrypted.
 /// Without a master key, a SQLite file's URL (no credential) is stored as it is.
-async fn add(config: &Config, store: &Store, name: &str, url_env: &str) -> Result<ExitCode> {
+async fn add(
+    config: &Config,
+    store: &Store,
+    ws: &WorkspaceId,
+    name: &str,
+    url_env: &str,
+) -> Result<ExitCode> {
     let dsn = secret_value(Some(url_env))?;
     let Some(dialect) = rowfire::source::dialect_of(&dsn) else {
         bail!("{url_env} does not hold a postgres:// or sqlite: URL");
@@ -71,7 +77,7 @@ async fn add(config: &Config, store: &Store, name: &str, url_env: &str) -> Resul
         Err(rowfire::secret::SecretError::MissingMasterKey)
             if dialect == rowfire::sql_guard::Dialect::Sqlite =>
         {
-            secret::put_file_url(store, WS, name, &dsn, now()).await?;
+            secret::put_file_url(store, ws, name, &dsn, now()).await?;
             println!(
                 "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); workers read it at start"
             );
@@ -79,7 +85,7 @@ async fn add(config: &Config, store: &Store, name: &str, url_env: &str) -> Resul
         }
         Err(e) => return Err(e.into()),
     };
-    secret::put(store, &key, WS, &source_owner(name), "dsn", &dsn, now()).await?;
+    secret::put(store, &key, ws, &source_owner(name), "dsn", &dsn, now()).await?;
     println!(
         "stored source {name}'s DSN (encrypted under master key {}); workers read it at start",
         key.id()

@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
 use rowfire::config::Config;
 use rowfire::poll;
-use rowfire::store::{DEFAULT_WORKSPACE, Store};
+use rowfire::store::{Store, WorkspaceId};
 use rowfire::worker::{Worker, WorkerConfig};
 
 use super::open_and_migrate;
@@ -31,6 +31,7 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         listen: !opts.poll_only,
         delivery_lease: opts.delivery_lease,
         trigger_lease: opts.trigger_lease,
+        workspace: config.workspace()?.clone(),
         ..WorkerConfig::from_config(config)?
     };
     let worker = Worker::new(store.clone(), Clock::system(), worker_config).await?;
@@ -38,7 +39,7 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         eprintln!("warning: {warning}");
     }
     if opts.once {
-        return work_once(&store, &worker, opts.due_now).await;
+        return work_once(&store, config.workspace()?, &worker, opts.due_now).await;
     }
     let signalled = shutdown_signal();
     let shutdown = async move {
@@ -64,13 +65,18 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
 /// `worker --once`: polls every due trigger once (every trigger with `due_now`), prints a line
 /// per trigger and rule, or says that nothing is due and when each trigger next is, sends what
 /// is due, and exits non-zero when a poll failed, after printing everything else.
-async fn work_once(store: &Store, worker: &Worker, due_now: bool) -> Result<ExitCode> {
+async fn work_once(
+    store: &Store,
+    ws: &WorkspaceId,
+    worker: &Worker,
+    due_now: bool,
+) -> Result<ExitCode> {
     let (all, control_plane) = worker.poll_once(due_now).await?;
     for report in &all {
         print!("{report}");
     }
     if all.is_empty() && control_plane.is_none() {
-        print_nothing_due(store, worker.clock().now()).await?;
+        print_nothing_due(store, ws, worker.clock().now()).await?;
     }
     let sent = worker.send_once().await?;
     if sent.claimed > 0 {
@@ -95,8 +101,8 @@ async fn work_once(store: &Store, worker: &Worker, due_now: bool) -> Result<Exit
 }
 
 /// What `worker --once` says when no trigger is due: when each is next due, and how to poll now.
-async fn print_nothing_due(store: &Store, now: Timestamp) -> Result<()> {
-    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
+async fn print_nothing_due(store: &Store, ws: &WorkspaceId, now: Timestamp) -> Result<()> {
+    let triggers: Vec<poll::TriggerState> = poll::list(store, ws)
         .await?
         .into_iter()
         .filter(|t| t.removed_at.is_none())

@@ -8,11 +8,12 @@ use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
 use rowfire::config::Config;
 use rowfire::definitions::versions;
+use rowfire::outbox::DeliveryStatus;
 use rowfire::poll;
 use rowfire::rules;
-use rowfire::store::{DEFAULT_WORKSPACE, Store, workspace};
+use rowfire::store::{Store, WorkspaceId, workspace};
 
-use super::{now, open_store, width};
+use super::{now, open_workspace, width};
 
 /// `rowfire migrate`: creates or upgrades the control plane's tables.
 pub(crate) async fn migrate(config: &Config) -> Result<ExitCode> {
@@ -27,21 +28,21 @@ pub(crate) async fn migrate(config: &Config) -> Result<ExitCode> {
 
 /// `rowfire status`: halted or running, watermarks, next polls, last errors, modes, deliveries.
 pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
-    let store = &open_store(config).await?;
+    let (store, ws) = &open_workspace(config).await?;
     // Lease expiries and due times are on the control plane's clock.
     let clock = Clock::system();
     store.sync_clock(&clock).await?;
     let now = clock.now();
-    let ws = workspace::get(store, DEFAULT_WORKSPACE).await?;
-    match &ws.halted {
-        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", ws.id),
-        None => println!("workspace {}: running", ws.id),
+    let state = workspace::get(store, ws).await?;
+    match &state.halted {
+        Some((reason, at)) => println!("workspace {}: HALTED since {at}: {reason}", state.id),
+        None => println!("workspace {}: running", state.id),
     }
-    if let Some(v) = versions::get(store, DEFAULT_WORKSPACE, None).await? {
+    if let Some(v) = versions::get(store, ws, None).await? {
         println!("definitions version {} (pushed {})", v.version, v.pushed_at);
     }
     println!("triggers:");
-    let triggers: Vec<poll::TriggerState> = poll::list(store, DEFAULT_WORKSPACE)
+    let triggers: Vec<poll::TriggerState> = poll::list(store, ws)
         .await?
         .into_iter()
         .filter(|t| t.removed_at.is_none())
@@ -63,7 +64,7 @@ pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
     }
     print_workers(store, now).await?;
     println!("rules:");
-    let rules = rules::list(store, DEFAULT_WORKSPACE).await?;
+    let rules = rules::list(store, ws).await?;
     let rule_w = width(rules.iter().map(|r| r.rule.as_str()));
     for r in rules {
         let state = if r.tombstoned_at.is_some() {
@@ -73,20 +74,21 @@ pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
         };
         println!("  {:<rule_w$} {state:<7} on {}", r.rule, r.trigger);
     }
-    let mut tx = store.begin(DEFAULT_WORKSPACE).await?;
-    let counts = rowfire::outbox::counts(&mut tx, DEFAULT_WORKSPACE).await?;
+    let mut tx = store.begin(ws).await?;
+    let counts = rowfire::outbox::counts(&mut tx, ws).await?;
     tx.rollback().await?;
     let shown: Vec<String> = counts
         .iter()
-        .map(|(status, n, oldest)| match status.as_str() {
-            "pending" => format!("pending {n} (earliest due {oldest})"),
+        .map(|(status, n, oldest)| match status {
+            DeliveryStatus::Pending => format!("pending {n} (earliest due {oldest})"),
             _ => format!("{status} {n}"),
         })
         .collect();
     if !shown.is_empty() {
         println!("deliveries: {}", shown.join(", "));
     }
-    for i in rowfire::integrations::states(store, DEFAULT_WORKSPACE).await? {
+    print_due(store, ws, now).await?;
+    for i in rowfire::integrations::states(store, ws).await? {
         if let Some(at) = i.disabled_at {
             println!(
                 "integration {} DISABLED since {at}: {}; `rowfire integrations enable {}`",
@@ -99,32 +101,59 @@ pub(crate) async fn status(config: &Config) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Due now, as the lease and the claim see them (across workspaces, under their bypass), for
+/// this workspace and in total: work the claims should be taking, so a stuck queue is visible.
+async fn print_due(store: &Store, ws: &WorkspaceId, now: Timestamp) -> Result<()> {
+    let triggers = poll::state::due_counts(store, now).await?;
+    let deliveries = rowfire::send::queue::due_counts(store, now).await?;
+    let mine =
+        |counts: &[(WorkspaceId, i64)]| counts.iter().find(|(w, _)| w == ws).map_or(0, |(_, n)| *n);
+    let total = |counts: &[(WorkspaceId, i64)]| counts.iter().map(|(_, n)| n).sum::<i64>();
+    println!(
+        "due now, as the claims see them: {} trigger(s) and {} deliveries here; {} and {} in all {} workspace(s)",
+        mine(&triggers),
+        mine(&deliveries),
+        total(&triggers),
+        total(&deliveries),
+        rowfire::store::workspace::list(store).await?.len()
+    );
+    if store.engine() == rowfire::store::Engine::Sqlite {
+        println!(
+            "isolation: on SQLite, workspaces are kept apart by Rowfire itself; isolation enforced by the database (row-level security) needs a PostgreSQL control plane"
+        );
+    }
+    Ok(())
+}
+
 /// `rowfire halt REASON`: nothing is sent and no watermark moves until `resume`.
 pub(crate) async fn halt(config: &Config, reason: &str) -> Result<ExitCode> {
-    let store = open_store(config).await?;
-    workspace::halt(&store, DEFAULT_WORKSPACE, reason, now()).await?;
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
+    workspace::halt(store, ws, reason, now()).await?;
     println!(
-        "workspace {DEFAULT_WORKSPACE} halted: {reason}. Nothing is sent and no watermark moves until `rowfire resume`."
+        "workspace {ws} halted: {reason}. Nothing is sent and no watermark moves until `rowfire resume`."
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// `rowfire resume`.
 pub(crate) async fn resume(config: &Config) -> Result<ExitCode> {
-    let store = open_store(config).await?;
-    workspace::resume(&store, DEFAULT_WORKSPACE).await?;
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
+    workspace::resume(store, ws).await?;
     println!(
-        "workspace {DEFAULT_WORKSPACE} resumed; rows that arrived while halted are evaluated on the next polls."
+        "workspace {ws} resumed; rows that arrived while halted are evaluated on the next polls."
     );
     Ok(ExitCode::SUCCESS)
 }
 
 /// `rowfire rewind TRIGGER --days N`: the watermark back N days, due now.
 pub(crate) async fn rewind(config: &Config, trigger: &str, days: u32) -> Result<ExitCode> {
-    let store = open_store(config).await?;
+    let (store, ws) = open_workspace(config).await?;
+    let (store, ws) = (&store, &ws);
     let by = SignedDuration::from_hours(24 * i64::from(days));
     let now = now();
-    if !poll::rewind(&store, DEFAULT_WORKSPACE, trigger, by, now).await? {
+    if !poll::rewind(store, ws, trigger, by, now).await? {
         bail!("unknown trigger \"{trigger}\"; `rowfire status` lists the triggers in force");
     }
     println!(

@@ -6,7 +6,11 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::definitions::{Definitions, limits};
 use crate::store::WorkspaceId;
+
+mod look;
 use crate::store::{DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
+pub use look::due_counts;
+pub(crate) use look::next_due;
 
 /// One trigger's stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -392,25 +396,6 @@ pub async fn release_all(store: &Store, worker: &str, now: Timestamp) -> Result<
         Ok::<_, sqlx::Error>(n)
     };
     released.await.map_err(|e| store.error(e))
-}
-
-/// When the next trigger of any workspace can be leased: the earliest of each trigger's next
-/// poll, or its lease's end when that is later. Unscoped and read-only: an idle poller's "when
-/// should I look again".
-pub(crate) async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
-    let found = async {
-        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
-        let rows = fetch_all!(
-            &mut tx,
-            "SELECT min(CASE WHEN lease_expires_at > next_poll_at THEN lease_expires_at ELSE next_poll_at END) AS next_due
-             FROM trigger_state WHERE removed_at IS NULL",
-            [],
-            |r| r.try_get::<Option<DbTime>, _>("next_due")
-        )?;
-        tx.rollback().await?;
-        Ok::<_, sqlx::Error>(rows.into_iter().next().flatten().map(|t| t.0))
-    };
-    found.await.map_err(|e| store.error(e))
 }
 
 /// How a poll ends for its trigger.

@@ -207,6 +207,28 @@ pub async fn claim_due(
     claimed.await.map_err(|e| store.error(e))
 }
 
+/// How many deliveries each workspace has claimable now, as the claim sees them (the claim's own
+/// condition, under its bypass), across workspaces: a stuck queue shows here.
+pub async fn due_counts(
+    store: &Store,
+    now: Timestamp,
+) -> Result<Vec<(WorkspaceId, i64)>, StoreError> {
+    let sql = format!(
+        "SELECT workspace_id, count(*) AS n FROM delivery WHERE id IN ({}) GROUP BY workspace_id ORDER BY workspace_id",
+        CLAIMABLE.replace("LIMIT $2", "")
+    );
+    let counted = async {
+        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
+        let rows = fetch_all!(&mut tx, &sql, [DbTime(now)], |r| Ok((
+            r.try_get("workspace_id")?,
+            r.try_get("n")?
+        )))?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(rows)
+    };
+    counted.await.map_err(|e| store.error(e))
+}
+
 /// When the next pending delivery becomes claimable, across workspaces (reads the partial index
 /// over pending rows): how long an idle sender may sleep.
 pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {

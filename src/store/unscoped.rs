@@ -20,6 +20,8 @@ pub(crate) enum Unscoped {
     DeliveryClaim,
     /// The `worker` table: workers belong to no workspace (`poll::workers`).
     Workers,
+    /// Reads only: the list of workspaces (`store::workspace::list`, `rowfire workspaces list`).
+    Workspaces,
     /// Reads only: when the next trigger or delivery falls due, across workspaces, and the list
     /// of recent workers (`poll::state::next_due`, `send::queue::next_due`,
     /// `poll::workers::recent`).
@@ -43,7 +45,9 @@ impl Store {
     /// workspace, and the work that follows re-enters that workspace through [`Store::begin`].
     pub(crate) async fn begin_unscoped(&self, why: Unscoped) -> Result<StoreTx, sqlx::Error> {
         tracing::trace!(?why, "unscoped control-plane transaction");
-        let mut tx = self.begin_tx(why == Unscoped::Look).await?;
+        let mut tx = self
+            .begin_tx(matches!(why, Unscoped::Look | Unscoped::Workspaces))
+            .await?;
         if let StoreTx::Postgres(t) = &mut tx
             && why.bypasses()
         {

@@ -1,15 +1,33 @@
-//! Workspaces (the `workspace` table): the tenant every row belongs to, and its halt switch.
+//! Workspaces (the `workspace` table): the tenant every row belongs to, its default time zone,
+//! its halt switch; creating, listing, renaming and deleting one with everything in it.
 
 use jiff::Timestamp;
 
-use super::{DbTime, Store, StoreError, execute, fetch_all};
+use super::{DbTime, Store, StoreError, Unscoped, execute, fetch_all};
 use crate::store::WorkspaceId;
+
+/// The tables holding a workspace's rows, in the order a deletion empties them (each before the
+/// tables it references).
+const TENANT_TABLES: [&str; 12] = [
+    "inbox_message",
+    "delivery_attempt",
+    "delivery",
+    "occurrence_count",
+    "occurrence",
+    "fire",
+    "run",
+    "integration_state",
+    "secret",
+    "rule_state",
+    "trigger_state",
+    "definition_version",
+];
 
 /// A workspace's stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
     /// Its id.
-    pub id: String,
+    pub id: WorkspaceId,
     /// Its name.
     pub name: String,
     /// Its default IANA time zone.
@@ -25,22 +43,18 @@ pub async fn get(store: &Store, workspace: &WorkspaceId) -> Result<Workspace, St
         &mut tx,
         "SELECT id, name, timezone, halted_reason, halted_at FROM workspace WHERE id = $1",
         [workspace],
-        |r| {
-            let reason: Option<String> = r.try_get("halted_reason")?;
-            let at: Option<DbTime> = r.try_get("halted_at")?;
-            Ok(Workspace {
-                id: r.try_get("id")?,
-                name: r.try_get("name")?,
-                timezone: r.try_get("timezone")?,
-                halted: reason.zip(at.map(|t| t.0)),
-            })
-        }
+        |r| workspace_row(r)
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
+    let fix = if workspace == &WorkspaceId::DEFAULT {
+        "run `rowfire migrate`".to_string()
+    } else {
+        format!("create it with `rowfire workspaces create {workspace}`")
+    };
     rows.into_iter().next().ok_or_else(|| StoreError::Invalid {
         shown: store.shown().to_string(),
-        message: format!("workspace \"{workspace}\" does not exist; run `rowfire migrate`"),
+        message: format!("workspace \"{workspace}\" does not exist; {fix}"),
     })
 }
 
@@ -73,4 +87,141 @@ async fn set_halt(
     )
     .map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))
+}
+
+/// Why a workspace could not be created, renamed or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// It exists already.
+    #[error("workspace \"{0}\" exists already; `rowfire workspaces list` shows them")]
+    Exists(WorkspaceId),
+    /// There is no such workspace.
+    #[error("there is no workspace \"{0}\"; `rowfire workspaces list` shows them")]
+    Unknown(WorkspaceId),
+    /// The default workspace stays.
+    #[error(
+        "the default workspace cannot be deleted; it is where commands work when no --workspace is given"
+    )]
+    Default,
+    /// Not an IANA time zone.
+    #[error(
+        "unknown time zone \"{0}\"; use an IANA name such as America/New_York or Europe/Berlin"
+    )]
+    TimeZone(String),
+    /// A name that is empty or too long.
+    #[error("a workspace's name is 1 to 200 characters")]
+    Name,
+    /// The control plane failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn checked(name: &str, timezone: Option<&str>) -> Result<(), WorkspaceError> {
+    if name.trim().is_empty() || name.chars().count() > 200 {
+        return Err(WorkspaceError::Name);
+    }
+    if let Some(tz) = timezone
+        && jiff::tz::TimeZone::get(tz).is_err()
+    {
+        return Err(WorkspaceError::TimeZone(tz.chars().take(80).collect()));
+    }
+    Ok(())
+}
+
+/// Creates a workspace (its transaction is scoped to the new workspace, so row-level security
+/// admits the row).
+pub async fn create(
+    store: &Store,
+    id: &WorkspaceId,
+    name: &str,
+    timezone: &str,
+) -> Result<(), WorkspaceError> {
+    checked(name, Some(timezone))?;
+    let mut tx = store.begin(id).await?;
+    let inserted = execute!(
+        &mut tx,
+        "INSERT INTO workspace (id, name, timezone) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+        [id, name, timezone]
+    )
+    .map_err(|e| store.error(e))?;
+    if inserted == 0 {
+        return Err(WorkspaceError::Exists(id.clone()));
+    }
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(())
+}
+
+/// Every workspace, by id (an operator's listing: one of the few reads across workspaces).
+pub async fn list(store: &Store) -> Result<Vec<Workspace>, StoreError> {
+    let mut tx = store
+        .begin_unscoped(Unscoped::Workspaces)
+        .await
+        .map_err(|e| store.error(e))?;
+    let rows = fetch_all!(
+        &mut tx,
+        "SELECT id, name, timezone, halted_reason, halted_at FROM workspace ORDER BY id",
+        [],
+        |r| workspace_row(r)
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(rows)
+}
+
+/// Renames a workspace and, when given, changes its default time zone.
+pub async fn rename(
+    store: &Store,
+    id: &WorkspaceId,
+    name: &str,
+    timezone: Option<&str>,
+) -> Result<(), WorkspaceError> {
+    checked(name, timezone)?;
+    let mut tx = store.begin(id).await?;
+    let changed = execute!(
+        &mut tx,
+        "UPDATE workspace SET name = $2, timezone = COALESCE($3, timezone) WHERE id = $1",
+        [id, name, timezone]
+    )
+    .map_err(|e| store.error(e))?;
+    if changed == 0 {
+        return Err(WorkspaceError::Unknown(id.clone()));
+    }
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(())
+}
+
+/// Deletes a workspace and everything in it (definitions, state, ledger, deliveries, secrets),
+/// in one transaction scoped to it. Returns how many rows went, the workspace's own included.
+pub async fn delete(store: &Store, id: &WorkspaceId) -> Result<u64, WorkspaceError> {
+    if id == &WorkspaceId::DEFAULT {
+        return Err(WorkspaceError::Default);
+    }
+    let mut tx = store.begin(id).await?;
+    let mut deleted = 0;
+    for table in TENANT_TABLES {
+        deleted += execute!(
+            &mut tx,
+            &format!("DELETE FROM {table} WHERE workspace_id = $1"),
+            [id]
+        )
+        .map_err(|e| store.error(e))?;
+    }
+    let gone = execute!(&mut tx, "DELETE FROM workspace WHERE id = $1", [id])
+        .map_err(|e| store.error(e))?;
+    if gone == 0 {
+        return Err(WorkspaceError::Unknown(id.clone()));
+    }
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(deleted + gone)
+}
+
+fn workspace_row(r: &super::StoreRow<'_>) -> Result<Workspace, sqlx::Error> {
+    let reason: Option<String> = r.try_get("halted_reason")?;
+    let at: Option<DbTime> = r.try_get("halted_at")?;
+    Ok(Workspace {
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        timezone: r.try_get("timezone")?,
+        halted: reason.zip(at.map(|t| t.0)),
+    })
 }

@@ -34,3 +34,4 @@ mod webhooks;
 mod worker;
 mod worker_chaos;
 mod worker_leases;
+mod workspaces;
