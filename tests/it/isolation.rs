@@ -16,7 +16,7 @@ use rowfire::send::queue::{self, Settlement};
 use rowfire::store::{DEFAULT_WORKSPACE as WS, Store, WorkspaceId};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row};
 
-use crate::support::{TestPg, TestSqlite, now, sample_source};
+use crate::support::{TestPg, TestSqlite, now, run_sql_while_dropping, sample_source};
 
 /// An application role for one test database, dropped (with its grants) when the test ends.
 struct AppRole {
@@ -26,20 +26,8 @@ struct AppRole {
 
 impl Drop for AppRole {
     fn drop(&mut self) {
-        let (name, url) = (self.name.clone(), self.admin_url.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = PgConnection::connect(&url).await {
-                    let sql = format!("DROP OWNED BY {name}; DROP ROLE IF EXISTS {name}");
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
-                }
-            });
-        })
-        .join();
+        let sql = format!("DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}", self.name);
+        run_sql_while_dropping(&self.admin_url, sql);
     }
 }
 

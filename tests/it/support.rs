@@ -90,22 +90,27 @@ impl TestPg {
 
 impl Drop for TestPg {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let admin = admin_url();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = PgConnection::connect(&admin).await {
-                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
-                }
-            });
-        })
-        .join();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        run_sql_while_dropping(&admin_url(), sql);
     }
+}
+
+/// Runs `sql` at `url` from a thread of its own, as a `Drop` may (it cannot await), ignoring
+/// failures: for cleaning up what a test made.
+pub fn run_sql_while_dropping(url: &str, sql: String) {
+    let url = url.to_string();
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            if let Ok(mut c) = PgConnection::connect(&url).await {
+                let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
+            }
+        });
+    })
+    .join();
 }
 
 /// A SQLite file in a temporary directory.
