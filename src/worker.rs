@@ -182,6 +182,13 @@ impl Worker {
         Ok(warnings)
     }
 
+    /// What keeps workspaces apart on this worker's control plane, as a sentence when it is
+    /// not the database (a superuser or `BYPASSRLS` role on PostgreSQL, tables not forced, a
+    /// bypass that shows nothing); `None` when row-level security binds it, or on SQLite.
+    pub async fn isolation_problem(&self) -> Result<Option<String>, WorkerError> {
+        Ok(crate::store::tenancy::check(&self.store).await?.problem())
+    }
+
     /// Polls every due trigger once (with `due_now`, every trigger of the workspace), with all
     /// pollers at once; the reports by trigger, and the control plane's error if one stopped a
     /// poller (the other pollers' reports are kept).

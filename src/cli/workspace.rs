@@ -117,10 +117,14 @@ async fn print_due(store: &Store, ws: &WorkspaceId, now: Timestamp) -> Result<()
         total(&deliveries),
         rowfire::store::workspace::list(store).await?.len()
     );
-    if store.engine() == rowfire::store::Engine::Sqlite {
-        println!(
+    use rowfire::store::tenancy::{self, Isolation};
+    let isolation = tenancy::check(store).await?;
+    match (&isolation, isolation.problem()) {
+        (Isolation::Embedded, _) => println!(
             "isolation: on SQLite, workspaces are kept apart by Rowfire itself; isolation enforced by the database (row-level security) needs a PostgreSQL control plane"
-        );
+        ),
+        (_, Some(problem)) => println!("isolation: WARNING: {problem}"),
+        (_, None) => println!("isolation: enforced by PostgreSQL's row-level security"),
     }
     Ok(())
 }

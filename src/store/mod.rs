@@ -10,6 +10,7 @@ mod clock_sync;
 mod error;
 mod id;
 mod migrate;
+pub mod tenancy;
 mod text;
 mod time;
 pub mod unscoped;

@@ -20,6 +20,9 @@ pub(crate) enum Unscoped {
     DeliveryClaim,
     /// The `worker` table: workers belong to no workspace (`poll::workers`).
     Workers,
+    /// Reads only, and without the bypass: the isolation check's probe that a transaction with
+    /// no workspace sees no tenant row (`store::tenancy::check`).
+    Probe,
     /// Reads only: the list of workspaces (`store::workspace::list`, `rowfire workspaces list`).
     Workspaces,
     /// Reads only: when the next trigger or delivery falls due, across workspaces, and the list
@@ -31,9 +34,10 @@ pub(crate) enum Unscoped {
 impl Unscoped {
     /// Whether the transaction sets the row-level-security bypass (`app.bypass_rls`) on
     /// PostgreSQL: every reason that reads or writes tenant tables. The `worker` table has no
-    /// workspace and no policy, so the worker registry runs without it.
+    /// workspace and no policy, so the worker registry runs without it, and the isolation probe
+    /// must not have it.
     fn bypasses(self) -> bool {
-        self != Unscoped::Workers
+        !matches!(self, Unscoped::Workers | Unscoped::Probe)
     }
 }
 

@@ -364,3 +364,59 @@ async fn the_application_roles_claim_finds_every_workspaces_due_deliveries_and_s
             .unwrap()
     );
 }
+
+#[tokio::test]
+async fn the_isolation_check_passes_for_the_application_role_and_names_the_fix_for_a_superuser() {
+    use rowfire::store::tenancy::{self, Isolation};
+    let Some(t) = tenants().await else {
+        return;
+    };
+    assert_eq!(tenancy::check(&t.app).await.unwrap(), Isolation::Enforced);
+    let owner = Store::open(&t.pg.url).await.unwrap();
+    let superuser = tenancy::check(&owner).await.unwrap();
+    assert_eq!(
+        superuser,
+        Isolation::Unbound {
+            role: "postgres".into()
+        }
+    );
+    assert!(
+        superuser
+            .problem()
+            .unwrap()
+            .contains("connect workers and commands as an application role"),
+        "{superuser:?}"
+    );
+    // A table whose row-level security is switched off by hand is named.
+    let mut admin = t.pg.admin().await;
+    sqlx::query("ALTER TABLE fire NO FORCE ROW LEVEL SECURITY")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(
+        tenancy::check(&t.app).await.unwrap(),
+        Isolation::Unforced {
+            tables: vec!["fire".into()]
+        }
+    );
+    // A policy that no longer admits the bypass would leave every claim empty: refused as such.
+    sqlx::raw_sql(
+        "ALTER TABLE fire FORCE ROW LEVEL SECURITY;
+         DROP POLICY tenant_isolation ON workspace;
+         CREATE POLICY tenant_isolation ON workspace USING (id = current_setting('app.workspace_id', true));",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(
+        tenancy::check(&t.app).await.unwrap(),
+        Isolation::BypassBroken
+    );
+    let sqlite = TestSqlite::new();
+    let embedded = Store::open(&sqlite.url).await.unwrap();
+    embedded.migrate().await.unwrap();
+    assert_eq!(
+        tenancy::check(&embedded).await.unwrap(),
+        Isolation::Embedded
+    );
+}
