@@ -1,7 +1,7 @@
 //! Rowfire's own settings, read from the environment in this one module: the control plane
 //! (`ROWFIRE_DATABASE_URL`), the master key (`ROWFIRE_MASTER_KEY`), the egress policy
 //! (`ROWFIRE_EGRESS_ALLOW`, `ROWFIRE_EGRESS`), the log filter (`ROWFIRE_LOG`), the log format
-//! (`ROWFIRE_LOG_FORMAT`), the workspace commands work in (`ROWFIRE_WORKSPACE`; `--workspace`
+//! (`ROWFIRE_LOG_FORMAT`), the owner's connection for migrations (`ROWFIRE_MIGRATE_URL`), the workspace commands work in (`ROWFIRE_WORKSPACE`; `--workspace`
 //! wins over it) and the host name that names a worker's pollers (`HOSTNAME`). Each
 //! setting's owner parses it (`Store::open`, `MasterKey::parse`, `Policy::parse`,
 //! [`LogFormat::parse`]) and names its variable in its own messages.
@@ -24,6 +24,9 @@ use crate::store::{BadWorkspaceId, DATABASE_URL_ENV, DEFAULT_DATABASE_URL, Works
 pub const LOG_ENV: &str = "ROWFIRE_LOG";
 /// The variable choosing how logs are written: `json`, or `text` (the default).
 pub const LOG_FORMAT_ENV: &str = "ROWFIRE_LOG_FORMAT";
+/// The variable naming the control plane's owner connection for `rowfire migrate`, when it is
+/// not the application's (`ROWFIRE_DATABASE_URL`).
+pub const MIGRATE_URL_ENV: &str = "ROWFIRE_MIGRATE_URL";
 /// The variable naming the workspace commands read and write (`default` when unset).
 pub const WORKSPACE_ENV: &str = "ROWFIRE_WORKSPACE";
 /// The variable naming this host, for the names of a worker's pollers.
@@ -33,6 +36,8 @@ pub const HOST_ENV: &str = "HOSTNAME";
 pub struct Config {
     /// The control plane's URL (`sqlite://rowfire.db` when the variable is unset or empty).
     pub database_url: String,
+    /// The owner's connection for `rowfire migrate`, if it differs from the application's.
+    pub migrate_url: Option<String>,
     /// Whether the control plane was named by the environment rather than defaulted.
     pub database_url_set: bool,
     /// The master key, or why there is none (a missing key is an error only where a secret is
@@ -67,6 +72,7 @@ impl Config {
         let allow = set(egress::ALLOW_ENV).unwrap_or_default();
         let inbox_only = set(egress::MODE_ENV).is_some_and(|v| v == "inbox-only");
         Config {
+            migrate_url: set(MIGRATE_URL_ENV),
             database_url_set: database_url.is_some(),
             database_url: database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string()),
             master_key,

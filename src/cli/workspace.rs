@@ -11,18 +11,61 @@ use rowfire::definitions::versions;
 use rowfire::outbox::DeliveryStatus;
 use rowfire::poll;
 use rowfire::rules;
-use rowfire::store::{Store, WorkspaceId, workspace};
+use rowfire::store::{ErrorKind, Store, WorkspaceId, postgres_role, tenancy, workspace};
 
 use super::{now, open_workspace, width};
 
-/// `rowfire migrate`: creates or upgrades the control plane's tables.
+/// `rowfire migrate`: creates or upgrades the control plane's tables, as the owner's connection
+/// (`ROWFIRE_MIGRATE_URL`) when one is named, then grants the application's role
+/// (`ROWFIRE_DATABASE_URL`) what it needs and checks that row-level security binds it. What it
+/// lacks the right to do, it prints for an operator to run.
 pub(crate) async fn migrate(config: &Config) -> Result<ExitCode> {
-    let store = Store::open(&config.database_url).await?;
-    let applied = store.migrate().await?;
+    let owner_url = config
+        .migrate_url
+        .as_deref()
+        .unwrap_or(&config.database_url);
+    let store = Store::open(owner_url).await?;
+    let applied = match store.migrate().await {
+        Ok(applied) => applied,
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            eprintln!("error: {e}");
+            eprintln!(
+                "the role cannot create or alter Rowfire's tables. Run `rowfire migrate` with ROWFIRE_MIGRATE_URL naming the database's owner, or have the owner run:\n"
+            );
+            eprintln!("{}", store.pending_statements().await?);
+            if let Some(role) = postgres_role(&config.database_url) {
+                eprintln!(
+                    "-- and let Rowfire's role read and write them:\n{}",
+                    Store::grant_statements(&role)
+                );
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(e) => return Err(e.into()),
+    };
     println!(
         "control plane {}: {applied} migration(s) applied, schema up to date",
         store.shown()
     );
+    let app_role = postgres_role(&config.database_url);
+    if config.migrate_url.is_some()
+        && let Some(role) = app_role.filter(|r| Some(r) != postgres_role(owner_url).as_ref())
+    {
+        match store.grant_to(&role).await {
+            Ok(()) => println!("role {role} may read and write Rowfire's tables"),
+            Err(e) => {
+                eprintln!(
+                    "warning: could not grant role {role} its privileges ({e}); as the tables' owner run:\n{}",
+                    Store::grant_statements(&role)
+                );
+            }
+        }
+        let app = Store::open(&config.database_url).await?;
+        match tenancy::check(&app).await?.problem() {
+            None => println!("isolation: row-level security binds role {role}"),
+            Some(problem) => eprintln!("warning: {problem}"),
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -117,7 +160,7 @@ async fn print_due(store: &Store, ws: &WorkspaceId, now: Timestamp) -> Result<()
         total(&deliveries),
         rowfire::store::workspace::list(store).await?.len()
     );
-    use rowfire::store::tenancy::{self, Isolation};
+    use rowfire::store::tenancy::Isolation;
     let isolation = tenancy::check(store).await?;
     match (&isolation, isolation.problem()) {
         (Isolation::Embedded, _) => println!(

@@ -56,6 +56,8 @@ pub enum ErrorKind {
     SerializationFailure,
     /// The connection was lost, refused or timed out; the database may be back soon.
     ConnectionLost,
+    /// The role may not do this (SQLSTATE 42501): a grant or an owner is missing.
+    PermissionDenied,
     /// Anything else: a bad statement, a constraint, a value the database refused.
     Other,
 }
@@ -90,6 +92,7 @@ impl ErrorKind {
                     // PostgreSQL: serialization failure, deadlock; a lost connection or a
                     // server shutting down.
                     "40001" | "40P01" => ErrorKind::SerializationFailure,
+                    "42501" => ErrorKind::PermissionDenied,
                     c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
                         ErrorKind::ConnectionLost
                     }

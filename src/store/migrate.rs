@@ -65,6 +65,11 @@ impl Store {
 
     async fn migrate_inner(&self) -> Result<usize, sqlx::Error> {
         let mut applied = 0;
+        // Up to date: nothing to write, so a role that may not create tables (Rowfire's
+        // application role) starts without needing that right.
+        if self.schema_version().await.is_ok_and(|v| v >= latest()) {
+            return Ok(0);
+        }
         for (version, name, pg_sql, lite_sql) in MIGRATIONS {
             let mut tx = self.begin_unscoped(Unscoped::Migrate).await?;
             if let StoreTx::Postgres(t) = &mut tx {
@@ -111,9 +116,9 @@ impl Store {
         Ok(applied)
     }
 
-    /// Fails with advice when the schema is older than this Rowfire.
-    pub async fn check_migrated(&self) -> Result<(), StoreError> {
-        let want = MIGRATIONS.last().map_or(0, |m| m.0);
+    /// The schema version the control plane holds (0 when it has none), read without writing
+    /// anything, so an application role without the right to create tables can ask.
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
         let have = async {
             let mut tx = self.begin_unscoped(Unscoped::Migrate).await?;
             let exists = match &mut tx {
@@ -143,9 +148,14 @@ impl Store {
             };
             tx.rollback().await?;
             Ok::<i64, sqlx::Error>(have)
-        }
-        .await
-        .map_err(|e| self.error(e))?;
+        };
+        have.await.map_err(|e| self.error(e))
+    }
+
+    /// Fails with advice when the schema is older than this Rowfire.
+    pub async fn check_migrated(&self) -> Result<(), StoreError> {
+        let want = latest();
+        let have = self.schema_version().await?;
         if have < want {
             return Err(StoreError::NotMigrated {
                 shown: self.shown.clone(),
@@ -155,4 +165,54 @@ impl Store {
         }
         Ok(())
     }
+
+    /// The statements that bring this control plane's schema up to date, for an operator to run
+    /// as the tables' owner when Rowfire's own role may not (`rowfire migrate` prints them).
+    pub async fn pending_statements(&self) -> Result<String, StoreError> {
+        let have = self.schema_version().await?;
+        let mut out = String::from(
+            "CREATE TABLE IF NOT EXISTS rowfire_migration (version BIGINT PRIMARY KEY, name TEXT NOT NULL);\n",
+        );
+        for (version, name, pg_sql, lite_sql) in MIGRATIONS.iter().filter(|m| m.0 > have) {
+            let sql = match self.engine() {
+                super::Engine::Postgres => pg_sql,
+                super::Engine::Sqlite => lite_sql,
+            };
+            out.push_str(&format!(
+                "-- migration {version}: {name}\n{}\nINSERT INTO rowfire_migration (version, name) VALUES ({version}, '{name}');\n",
+                sql.trim_end()
+            ));
+        }
+        Ok(out)
+    }
+
+    /// On PostgreSQL, the statements that let `role` (Rowfire's application role) read and write
+    /// the control plane's tables, and nothing more: no ownership, no DDL, no `BYPASSRLS`.
+    pub fn grant_statements(role: &str) -> String {
+        let role = format!("\"{}\"", role.replace('"', "\"\""));
+        format!(
+            "GRANT USAGE ON SCHEMA public TO {role};\n\
+             GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role};\n\
+             GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role};\n"
+        )
+    }
+
+    /// Runs [`Store::grant_statements`] for `role` (the migrating role must own the tables).
+    pub async fn grant_to(&self, role: &str) -> Result<(), StoreError> {
+        let granted = async {
+            let mut tx = self.begin_unscoped(Unscoped::Migrate).await?;
+            if let StoreTx::Postgres(t) = &mut tx {
+                sqlx::raw_sql(AssertSqlSafe(Store::grant_statements(role)))
+                    .execute(&mut **t)
+                    .await?;
+            }
+            tx.commit().await
+        };
+        granted.await.map_err(|e| self.error(e))
+    }
+}
+
+/// The schema version this Rowfire writes.
+fn latest() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
 }

@@ -76,6 +76,16 @@ pub enum Engine {
     Sqlite,
 }
 
+/// The role a PostgreSQL URL connects as (`None` for another engine or a URL that does not parse).
+pub fn postgres_role(url: &str) -> Option<String> {
+    if Engine::of_url(url) != Some(Engine::Postgres) {
+        return None;
+    }
+    PgConnectOptions::from_str(url)
+        .ok()
+        .map(|o| o.get_username().to_string())
+}
+
 impl Engine {
     /// The engine a control-plane URL names, from its scheme.
     pub fn of_url(url: &str) -> Option<Engine> {

@@ -420,3 +420,94 @@ async fn the_isolation_check_passes_for_the_application_role_and_names_the_fix_f
         Isolation::Embedded
     );
 }
+
+#[tokio::test]
+async fn migrate_as_the_owner_grants_the_application_role_and_without_the_right_prints_the_statements()
+ {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let mut admin = pg.admin().await;
+    let db: String = sqlx::query("SELECT current_database()::text AS db")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        .get("db");
+    let (owner, app) = (format!("{db}_owner"), format!("{db}_app"));
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS;
+         CREATE ROLE {app} LOGIN NOSUPERUSER NOBYPASSRLS;
+         ALTER DATABASE {db} OWNER TO {owner};
+         ALTER SCHEMA public OWNER TO {owner};
+         REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let _roles = OwnerAndApp {
+        sql: format!(
+            "ALTER DATABASE {db} OWNER TO postgres; ALTER SCHEMA public OWNER TO postgres;
+             DROP OWNED BY {owner}, {app}; DROP ROLE {owner}; DROP ROLE {app}"
+        ),
+        admin_url: pg.url.clone(),
+    };
+    let as_role = |role: &str| {
+        pg.url
+            .replacen("postgres://postgres@", &format!("postgres://{role}@"), 1)
+    };
+    let (owner_url, app_url) = (as_role(&owner), as_role(&app));
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = crate::cli::rowfire(args, env);
+        let (stdout, stderr) = crate::cli::text(&out);
+        (out.status.success(), stdout, stderr)
+    };
+
+    // The application role may not create tables: nothing happens, and the owner's statements
+    // are printed, grants included.
+    let (ok, _, stderr) = run(&["migrate"], &[("ROWFIRE_DATABASE_URL", &app_url)]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("ROWFIRE_MIGRATE_URL")
+            && stderr.contains("CREATE TABLE IF NOT EXISTS rowfire_migration")
+            && stderr.contains("ENABLE ROW LEVEL SECURITY")
+            && stderr.contains(&format!(
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO \"{app}\""
+            )),
+        "{stderr}"
+    );
+
+    // As the owner: migrated, the application role granted, and bound by row-level security.
+    let env = [
+        ("ROWFIRE_DATABASE_URL", app_url.as_str()),
+        ("ROWFIRE_MIGRATE_URL", owner_url.as_str()),
+    ];
+    let (ok, stdout, stderr) = run(&["migrate"], &env);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("role {app} may read and write"))
+            && stdout.contains(&format!("isolation: row-level security binds role {app}")),
+        "{stdout}{stderr}"
+    );
+    // The application role works from then on: push migrates first, and has nothing to do.
+    let app_only = [("ROWFIRE_DATABASE_URL", app_url.as_str())];
+    let (ok, _, stderr) = run(&["push", "-f", "examples/saas/definitions.yaml"], &app_only);
+    assert!(ok, "{stderr}");
+    let (ok, status, stderr) = run(&["status"], &app_only);
+    assert!(ok, "{stderr}");
+    assert!(
+        status.contains("isolation: enforced by PostgreSQL's row-level security"),
+        "{status}"
+    );
+}
+
+/// Gives the test database back to the superuser and drops its owner and application roles.
+struct OwnerAndApp {
+    sql: String,
+    admin_url: String,
+}
+
+impl Drop for OwnerAndApp {
+    fn drop(&mut self) {
+        run_sql_while_dropping(&self.admin_url, std::mem::take(&mut self.sql));
+    }
+}
