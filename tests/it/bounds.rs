@@ -290,11 +290,14 @@ async fn plant_watermark(url: &str, trigger: &str) {
     let sql =
         format!("UPDATE trigger_state SET watermark = {value} WHERE trigger_name = '{trigger}'");
     if url.starts_with("postgres") {
+        // Row-level security admits the row only in its workspace's scope.
         let mut c = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(AssertSqlSafe(sql))
+        let scoped = format!("SELECT set_config('app.workspace_id', 'default', false); {sql}");
+        let planted = sqlx::raw_sql(AssertSqlSafe(scoped))
             .execute(&mut c)
             .await
             .unwrap();
+        assert_eq!(planted.rows_affected(), 2, "the SELECT and the planted row");
     } else {
         let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
         sqlx::raw_sql(AssertSqlSafe(sql))
@@ -310,11 +313,14 @@ async fn plant_intervals(url: &str, trigger: &str) {
         "UPDATE trigger_state SET lookback_ms = 9000000000000000000, poll_interval_ms = 9000000000000000000 WHERE trigger_name = '{trigger}'"
     );
     if url.starts_with("postgres") {
+        // Row-level security admits the row only in its workspace's scope.
         let mut c = sqlx::PgConnection::connect(url).await.unwrap();
-        sqlx::raw_sql(AssertSqlSafe(sql))
+        let scoped = format!("SELECT set_config('app.workspace_id', 'default', false); {sql}");
+        let planted = sqlx::raw_sql(AssertSqlSafe(scoped))
             .execute(&mut c)
             .await
             .unwrap();
+        assert_eq!(planted.rows_affected(), 2, "the SELECT and the planted row");
     } else {
         let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
         sqlx::raw_sql(AssertSqlSafe(sql))

@@ -82,6 +82,25 @@ impl TestPg {
         Some(TestPg { url, name })
     }
 
+    /// The database's URL as a role that owns it and its tables but is neither a superuser nor
+    /// `BYPASSRLS`, the way production runs: forced row-level security binds it (a superuser
+    /// is never bound, so a control-plane test connected as one would prove nothing about it).
+    pub async fn owner_url(&self) -> String {
+        let role = format!("{}_owner", self.name);
+        let mut admin = self.admin().await;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS;
+             ALTER DATABASE {name} OWNER TO {role};
+             ALTER SCHEMA public OWNER TO {role};",
+            name = self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        self.url
+            .replacen("postgres://postgres@", &format!("postgres://{role}@"), 1)
+    }
+
     /// A read-write connection for setting up test data.
     pub async fn admin(&self) -> PgConnection {
         PgConnection::connect(&self.url).await.unwrap()
@@ -91,6 +110,9 @@ impl TestPg {
 impl Drop for TestPg {
     fn drop(&mut self) {
         let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        run_sql_while_dropping(&admin_url(), sql);
+        // The owner role (if `owner_url` made one) owns nothing once the database is gone.
+        let sql = format!("DROP ROLE IF EXISTS {}_owner", self.name);
         run_sql_while_dropping(&admin_url(), sql);
     }
 }
@@ -155,7 +177,8 @@ pub async fn sample_source(url: &str, page_size: usize) -> (Dataset, Definitions
 }
 
 /// Runs one async check (taking a control-plane URL) against a fresh SQLite file and a fresh
-/// PostgreSQL database: the control plane's conformance suite.
+/// PostgreSQL database, connected as its non-superuser owner, so forced row-level security binds
+/// every statement: the control plane's conformance suite.
 macro_rules! on_both_engines {
     ($name:ident, $check:ident) => {
         mod $name {
@@ -170,7 +193,7 @@ macro_rules! on_both_engines {
                 let Some(pg) = crate::support::TestPg::new().await else {
                     return;
                 };
-                super::$check(&pg.url).await;
+                super::$check(&pg.owner_url().await).await;
             }
         }
     };
