@@ -60,11 +60,14 @@ async fn killing_workers_mid_flight_loses_nothing_and_duplicates_only_what_was_i
     receiver.pace(Duration::from_millis(3));
     let source = TestSqlite::new();
     add_signups(&source, 0..DELIVERIES, now).await;
-    let store = Store::open(&pg.url).await.unwrap();
+    // The workers connect as the database's owner, bound by row-level security; the progress
+    // counts read as the superuser.
+    let owner = pg.owner_url().await;
+    let store = Store::open(&owner).await.unwrap();
     store.migrate().await.unwrap();
     let key_text = prepare(&store, &receiver.url, &Options::default(), now).await;
     let env = [
-        ("ROWFIRE_DATABASE_URL", pg.url.clone()),
+        ("ROWFIRE_DATABASE_URL", owner.clone()),
         ("SIGNUPS_URL", source.url.clone()),
         ("ROWFIRE_EGRESS_ALLOW", "127.0.0.1".to_string()),
         ("ROWFIRE_MASTER_KEY", key_text.clone()),

@@ -98,7 +98,10 @@ async fn killing_pollers_at_random_loses_no_fire_doubles_none_and_leaves_no_trig
     .execute(&mut src)
     .await
     .unwrap();
-    let store = Store::open(&cp.url).await.unwrap();
+    // The workers connect as the control plane's owner, bound by row-level security; the run
+    // counts read as the superuser.
+    let owner = cp.owner_url().await;
+    let store = Store::open(&owner).await.unwrap();
     store.migrate().await.unwrap();
     let clock = Clock::system();
     store.sync_clock(&clock).await.unwrap();
@@ -131,7 +134,7 @@ async fn killing_pollers_at_random_loses_no_fire_doubles_none_and_leaves_no_trig
     };
 
     let env = [
-        ("ROWFIRE_DATABASE_URL", cp.url.as_str()),
+        ("ROWFIRE_DATABASE_URL", owner.as_str()),
         ("EVENTS_URL", events.url.as_str()),
     ];
     let lease_arg = format!("{}s", LEASE.as_secs());
