@@ -84,6 +84,10 @@ pub enum WorkerError {
     /// The egress policy could not be read.
     #[error("{0}")]
     Egress(String),
+    /// The database does not keep workspaces apart for this worker's role, or the bypass its
+    /// claims need shows nothing: it would run unisolated, or as an empty queue.
+    #[error("refusing to start: {0}")]
+    NotIsolated(String),
     /// The control plane failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -133,6 +137,11 @@ impl Worker {
         if config.sync_clock {
             store.sync_clock(&clock).await?;
         }
+        // A silent zero is an error: a role row-level security does not bind, a table it does
+        // not force, or a bypass that shows nothing would all look like a quiet queue.
+        if let Some(problem) = crate::store::tenancy::check(&store).await?.problem() {
+            return Err(WorkerError::NotIsolated(problem));
+        }
         let concurrency = config.concurrency.max(1);
         let me = WorkerId::new(&config.name, std::process::id(), clock.now());
         let pollers = (0..concurrency)
@@ -180,13 +189,6 @@ impl Worker {
             warnings.push(format!("{}: {}", p.path, p.message));
         }
         Ok(warnings)
-    }
-
-    /// What keeps workspaces apart on this worker's control plane, as a sentence when it is
-    /// not the database (a superuser or `BYPASSRLS` role on PostgreSQL, tables not forced, a
-    /// bypass that shows nothing); `None` when row-level security binds it, or on SQLite.
-    pub async fn isolation_problem(&self) -> Result<Option<String>, WorkerError> {
-        Ok(crate::store::tenancy::check(&self.store).await?.problem())
     }
 
     /// Polls every due trigger once (with `due_now`, every trigger of the workspace), with all

@@ -35,9 +35,6 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         ..WorkerConfig::from_config(config)?
     };
     let worker = Worker::new(store.clone(), Clock::system(), worker_config).await?;
-    if let Some(problem) = worker.isolation_problem().await? {
-        eprintln!("warning: {problem}");
-    }
     for warning in worker.warnings().await? {
         eprintln!("warning: {warning}");
     }

@@ -35,7 +35,7 @@ impl Isolation {
         match self {
             Isolation::Enforced | Isolation::Embedded => None,
             Isolation::Unbound { role } => Some(format!(
-                "the control plane role \"{role}\" is a superuser or has BYPASSRLS, so row-level security does not keep workspaces apart; connect workers and commands as an application role that is neither (GRANT SELECT, INSERT, UPDATE, DELETE on Rowfire's tables)"
+                "the control plane role \"{role}\" is a superuser or has BYPASSRLS, so row-level security does not keep workspaces apart; connect workers and commands as an application role that is neither (`rowfire migrate` with ROWFIRE_MIGRATE_URL naming the owner grants it what it needs)"
             )),
             Isolation::Unforced { tables } => Some(format!(
                 "row-level security is not enabled and forced on {}; run `rowfire migrate` as the tables' owner",

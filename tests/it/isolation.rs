@@ -511,3 +511,34 @@ impl Drop for OwnerAndApp {
         run_sql_while_dropping(&self.admin_url, std::mem::take(&mut self.sql));
     }
 }
+
+#[tokio::test]
+async fn a_worker_connected_as_a_superuser_refuses_to_start_and_says_why() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let env = [("ROWFIRE_DATABASE_URL", pg.url.as_str())];
+    let out = crate::cli::rowfire(&["worker", "--once"], &env);
+    let (stdout, stderr) = crate::cli::text(&out);
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("refusing to start")
+            && stderr.contains("\"postgres\" is a superuser or has BYPASSRLS")
+            && stderr.contains("ROWFIRE_MIGRATE_URL"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("matched="), "nothing was polled: {stdout}");
+    // The same worker on a database of its own owner's, which row-level security binds,
+    // migrates, starts and finds nothing due.
+    let Some(other) = TestPg::new().await else {
+        return;
+    };
+    let owner = other.owner_url().await;
+    let out = crate::cli::rowfire(
+        &["worker", "--once"],
+        &[("ROWFIRE_DATABASE_URL", owner.as_str())],
+    );
+    let (stdout, stderr) = crate::cli::text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("no trigger is due"), "{stdout}");
+}

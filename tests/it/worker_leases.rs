@@ -135,8 +135,9 @@ pub(crate) async fn fires(url: &str, rule: &str) -> (i64, i64) {
 
 /// A PostgreSQL source whose `slow` trigger reads [`ROWS`] rows from the last hour in twenty
 /// pages, each statement sleeping `sleep` seconds; a migrated control plane with it pushed and
-/// rewound a day (due now). Returns (control plane, source, store, synced clock).
-async fn slow_world(sleep: f64) -> Option<(TestPg, TestPg, Store, Clock)> {
+/// rewound a day (due now). Returns (control plane, source, store, synced clock, and the control
+/// plane's URL as its non-superuser owner, which the workers connect as).
+async fn slow_world(sleep: f64) -> Option<(TestPg, TestPg, Store, Clock, String)> {
     let cp = TestPg::new().await?;
     let source = TestPg::new().await?;
     let mut c = source.admin().await;
@@ -148,7 +149,8 @@ async fn slow_world(sleep: f64) -> Option<(TestPg, TestPg, Store, Clock)> {
     .execute(&mut c)
     .await
     .unwrap();
-    let store = Store::open(&cp.url).await.unwrap();
+    let owner = cp.owner_url().await;
+    let store = Store::open(&owner).await.unwrap();
     store.migrate().await.unwrap();
     let clock = Clock::system();
     store.sync_clock(&clock).await.unwrap();
@@ -183,7 +185,7 @@ rules:
         .await
         .unwrap()
     );
-    Some((cp, source, store, clock))
+    Some((cp, source, store, clock, owner))
 }
 
 /// Waits until a worker holds `slow` and is reading its window; returns (holder, token).
@@ -213,12 +215,12 @@ async fn taken_over(url: &str, victim: &str, token: i64, within: Duration) -> (S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_poll_is_taken_over_within_its_lease_and_its_late_settle_changes_nothing()
  {
-    let Some((cp, source, store, clock)) = slow_world(0.1).await else {
+    let Some((cp, source, store, clock, owner)) = slow_world(0.1).await else {
         return;
     };
     let lease = Duration::from_secs(2);
     let env = [
-        ("ROWFIRE_DATABASE_URL", cp.url.as_str()),
+        ("ROWFIRE_DATABASE_URL", owner.as_str()),
         ("SLOW_URL", source.url.as_str()),
     ];
     let mut workers = Workers::new(&env, &["--trigger-lease", "2s", "--poll-only"]);
@@ -280,11 +282,11 @@ async fn a_worker_killed_mid_poll_is_taken_over_within_its_lease_and_its_late_se
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_stopped_with_sigterm_mid_poll_gives_its_trigger_back_at_once() {
-    let Some((cp, source, store, _clock)) = slow_world(0.1).await else {
+    let Some((cp, source, store, _clock, owner)) = slow_world(0.1).await else {
         return;
     };
     let env = [
-        ("ROWFIRE_DATABASE_URL", cp.url.as_str()),
+        ("ROWFIRE_DATABASE_URL", owner.as_str()),
         ("SLOW_URL", source.url.as_str()),
     ];
     // A 30 s lease: waiting for it to lapse would show.
