@@ -1,13 +1,13 @@
 //! `rowfire workspaces`: create, list, rename and delete workspaces (tenants). One worker serves
 //! them all; `--workspace NAME` (or `ROWFIRE_WORKSPACE`) picks the one a command works in.
 
-use std::io::BufRead as _;
+use std::io::{BufRead as _, Read as _};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use rowfire::config::Config;
-use rowfire::store::{Engine, WorkspaceId, workspace};
+use rowfire::store::{Engine, MAX_WORKSPACE_ID, WorkspaceId, workspace};
 
 use super::{open_store, width};
 
@@ -103,8 +103,12 @@ pub(crate) async fn run(config: &Config, command: Option<WorkspacesCommand>) -> 
                 eprintln!(
                     "This deletes workspace {id} and everything in it: definitions, state, the ledger, deliveries and credentials. Type its id to confirm:"
                 );
+                // One short line is all a confirmation needs; a flood on stdin is not read.
                 let mut typed = String::new();
-                std::io::stdin().lock().read_line(&mut typed)?;
+                std::io::stdin()
+                    .lock()
+                    .take(u64::try_from(MAX_WORKSPACE_ID).unwrap_or(64) + 2)
+                    .read_line(&mut typed)?;
                 if typed.trim() != id.as_str() {
                     bail!("not confirmed; nothing was deleted (pass --yes to skip the question)");
                 }
