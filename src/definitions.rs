@@ -116,7 +116,7 @@ pub struct Rule {
     pub description: Option<String>,
     /// How often one key may fire.
     pub cadence: Cadence,
-    /// The rule's IANA time zone (default UTC).
+    /// The rule's IANA time zone: its own `timezone`, else the workspace's (default UTC).
     pub timezone: TimeZone,
     /// What happens when it fires.
     pub actions: Vec<Binding>,
@@ -267,7 +267,8 @@ pub struct Problem {
 pub struct Problems(pub Vec<Problem>);
 
 impl Problems {
-    fn one(path: String, message: String) -> Problems {
+    /// A single problem at `path`.
+    pub fn one(path: String, message: String) -> Problems {
         Problems(vec![Problem { path, message }])
     }
 }
@@ -299,12 +300,22 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
     }
 }
 
-/// Parses and validates a definitions document, reporting every problem at once.
+/// Parses and validates a definitions document, reporting every problem at once. Rules that name
+/// no time zone are in UTC.
 pub fn parse(text: &str) -> Result<Definitions, Problems> {
+    parse_in_zone(text, &TimeZone::UTC)
+}
+
+/// Parses and validates a definitions document whose rules that name no time zone are in
+/// `default_zone` (the workspace's).
+pub fn parse_in_zone(text: &str, default_zone: &TimeZone) -> Result<Definitions, Problems> {
     limits::prescan(text).map_err(|p| Problems(vec![p]))?;
     let doc: Yaml = serde_yaml_ng::from_str(text)
         .map_err(|e| Problems::one("(document)".into(), format!("not valid YAML: {e}")))?;
-    let mut cx = parse::Cx::default();
+    let mut cx = parse::Cx {
+        problems: Vec::new(),
+        default_zone: default_zone.clone(),
+    };
     let defs = cx.document(&doc);
     match defs {
         Some(defs) if cx.problems.is_empty() => Ok(defs),

@@ -79,7 +79,7 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
             sample,
             now,
             json,
-        } => definitions::backtest(&rule, &file, days, sample, at(now), json).await,
+        } => definitions::backtest(&config, &rule, &file, days, sample, at(now), json).await,
         Command::Push { file } => definitions::push(&config, &file).await,
         Command::Pull { version } => definitions::pull(&config, version).await,
         Command::List => definitions::list(&config).await,

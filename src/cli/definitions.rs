@@ -22,6 +22,7 @@ use super::{NOTHING_PUSHED, now, open_and_migrate, open_workspace, width};
 
 /// `rowfire backtest`: what a rule would have done over the last `days` days.
 pub(crate) async fn backtest(
+    config: &Config,
     rule: &str,
     file: &Path,
     days: u32,
@@ -29,7 +30,9 @@ pub(crate) async fn backtest(
     clock: Clock,
     json: bool,
 ) -> Result<ExitCode> {
-    let defs = load(file)?;
+    // A rule that names no time zone takes the workspace's, as it will once pushed.
+    let zone = zone_if_configured(config).await;
+    let defs = definitions::parse_in_zone(&definitions::read_file(file)?, &zone)?;
     let (_, trigger) = defs.rule_and_trigger(rule)?;
     let def = defs.source(&trigger.source).expect("validated");
     let source = Source::from_env(def).await?;
@@ -271,9 +274,14 @@ pub(crate) async fn validate(config: &Config, file: &Path) -> Result<ExitCode> {
 
 /// The sources stored in the control plane, when one is configured (`ROWFIRE_DATABASE_URL`, or
 /// `rowfire.db` here); none otherwise. Never creates a control plane.
+/// Whether the environment names a control plane (or the default embedded one exists), so a
+/// command about a file may consult it.
+fn control_plane_configured(config: &Config) -> bool {
+    config.database_url_set || Path::new("rowfire.db").exists()
+}
+
 async fn stored_sources_if_configured(config: &Config) -> std::collections::BTreeSet<String> {
-    let configured = config.database_url_set || Path::new("rowfire.db").exists();
-    if !configured {
+    if !control_plane_configured(config) {
         return Default::default();
     }
     let stored = async {
@@ -284,6 +292,22 @@ async fn stored_sources_if_configured(config: &Config) -> std::collections::BTre
     stored.await.unwrap_or_else(|e| {
         eprintln!("note: stored sources were not consulted: {e:#}");
         Default::default()
+    })
+}
+
+/// The workspace's time zone when a control plane is configured and reachable, else UTC.
+async fn zone_if_configured(config: &Config) -> jiff::tz::TimeZone {
+    if !control_plane_configured(config) {
+        return jiff::tz::TimeZone::UTC;
+    }
+    let zone = async {
+        let (store, ws) = open_workspace(config).await?;
+        let name = rowfire::store::workspace::get(&store, &ws).await?.timezone;
+        Ok::<_, anyhow::Error>(jiff::tz::TimeZone::get(&name)?)
+    };
+    zone.await.unwrap_or_else(|e| {
+        eprintln!("note: the workspace's time zone was not consulted (rules naming none are read in UTC): {e:#}");
+        jiff::tz::TimeZone::UTC
     })
 }
 

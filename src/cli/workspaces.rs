@@ -9,7 +9,10 @@ use clap::Subcommand;
 use rowfire::config::Config;
 use rowfire::store::{Engine, MAX_WORKSPACE_ID, WorkspaceId, workspace};
 
-use super::{open_store, width};
+use rowfire::push;
+
+use super::definitions::print_push;
+use super::{now, open_store, width};
 
 /// What `rowfire workspaces` does.
 #[derive(Subcommand)]
@@ -32,16 +35,19 @@ pub(crate) enum WorkspacesCommand {
         #[arg(long, default_value = "UTC")]
         timezone: String,
     },
-    /// Rename a workspace, or change its default time zone.
+    /// Rename a workspace, or change its default time zone (its definitions are then read in the
+    /// new zone, and rules whose periods move go back to shadow).
     ///
     /// Example: rowfire workspaces rename acme "Acme GmbH" --timezone Europe/Berlin
+    #[command(arg_required_else_help = true)]
     Rename {
         /// The workspace.
         #[arg(value_parser = parse_workspace)]
         id: WorkspaceId,
-        /// Its new display name.
-        name: String,
-        /// A new default time zone.
+        /// Its new display name (default: unchanged).
+        #[arg(required_unless_present = "timezone")]
+        name: Option<String>,
+        /// A new default time zone for rules that name none.
         #[arg(long)]
         timezone: Option<String>,
     },
@@ -95,8 +101,19 @@ pub(crate) async fn run(config: &Config, command: Option<WorkspacesCommand>) -> 
             );
         }
         WorkspacesCommand::Rename { id, name, timezone } => {
-            workspace::rename(&store, &id, &name, timezone.as_deref()).await?;
-            println!("workspace {id} is now \"{name}\"");
+            if let Some(name) = name {
+                workspace::rename(&store, &id, &name).await?;
+                println!("workspace {id} is now \"{name}\"");
+            }
+            if let Some(zone) = timezone {
+                let summary = push::set_zone(&store, &id, &zone, now()).await?;
+                println!(
+                    "its time zone is now {zone}: rules that name none count their days, weeks and months in it"
+                );
+                if let Some(summary) = summary {
+                    print_push(&summary);
+                }
+            }
         }
         WorkspacesCommand::Delete { id, yes } => {
             if !yes {

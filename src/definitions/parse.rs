@@ -8,9 +8,10 @@ use serde_yaml_ng::{Mapping, Value as Yaml};
 use super::*;
 use crate::sql_guard::{self, Dialect};
 
-#[derive(Default)]
 pub(super) struct Cx {
     pub(super) problems: Vec<Problem>,
+    /// The zone of rules that name none: the workspace's.
+    pub(super) default_zone: jiff::tz::TimeZone,
 }
 
 mod rule;

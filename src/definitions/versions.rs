@@ -4,7 +4,9 @@
 
 use jiff::Timestamp;
 
-use super::{Definitions, Problems, parse};
+use jiff::tz::TimeZone;
+
+use super::{Definitions, Problems, parse_in_zone};
 use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, fetch_all};
 
@@ -17,6 +19,25 @@ pub struct Version {
     pub document: String,
     /// When it was pushed.
     pub pushed_at: Timestamp,
+    /// The workspace's time zone when it was pushed (an IANA name): the zone of its rules that
+    /// name none.
+    pub zone: String,
+}
+
+impl Version {
+    /// The version's definitions, its rules that name no time zone in the zone it was pushed in.
+    pub fn definitions(&self) -> Result<Definitions, Problems> {
+        let zone = TimeZone::get(&self.zone).map_err(|_| {
+            Problems::one(
+                "(workspace)".into(),
+                format!(
+                    "version {} was pushed in time zone \"{}\", which this Rowfire does not know; set the workspace's with `rowfire workspaces rename` and push again",
+                    self.version, self.zone
+                ),
+            )
+        })?;
+        parse_in_zone(&self.document, &zone)
+    }
 }
 
 /// The version in force (`None`: nothing pushed yet), or an older one by number.
@@ -28,9 +49,15 @@ pub async fn get(
     let mut tx = store.begin(workspace).await?;
     let rows = fetch_all!(
         &mut tx,
-        "SELECT version, document, pushed_at FROM definition_version WHERE workspace_id = $1 AND ($2 < 0 OR version = $2) ORDER BY version DESC LIMIT 1",
+        "SELECT version, document, pushed_at, timezone FROM definition_version WHERE workspace_id = $1 AND ($2 < 0 OR version = $2) ORDER BY version DESC LIMIT 1",
         [workspace, version.unwrap_or(-1)],
-        |r| Ok(Version { version: r.try_get("version")?, document: r.try_get("document")?, pushed_at: r.try_get::<DbTime, _>("pushed_at")?.0 })
+        |r| Ok(Version {
+            version: r.try_get("version")?,
+            document: r.try_get("document")?,
+            pushed_at: r.try_get::<DbTime, _>("pushed_at")?.0,
+            // Versions pushed before zones were stored were read in UTC.
+            zone: r.try_get::<Option<String>, _>("timezone")?.unwrap_or_else(|| "UTC".into()),
+        })
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
@@ -56,6 +83,6 @@ pub async fn in_force(
 ) -> Result<Option<(i64, Definitions)>, InForceError> {
     match get(store, workspace, None).await? {
         None => Ok(None),
-        Some(v) => Ok(Some((v.version, parse(&v.document)?))),
+        Some(v) => Ok(Some((v.version, v.definitions()?))),
     }
 }

@@ -417,7 +417,7 @@ async fn settle_group(
         &[Arg::Text(workspace.to_string())],
         "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
          SELECT $1, u.a_delivery, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response FROM u WHERE true
-         ON CONFLICT (delivery_id, attempt) DO NOTHING",
+         ON CONFLICT (workspace_id, delivery_id, attempt) DO NOTHING",
         |_| Ok(()),
     )
     .await?;

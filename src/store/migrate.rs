@@ -55,6 +55,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0008_row_level_security.sql"),
         include_str!("../../migrations/sqlite/0008_row_level_security.sql"),
     ),
+    (
+        9,
+        "workspace_zone_and_keys",
+        include_str!("../../migrations/postgres/0009_workspace_zone_and_keys.sql"),
+        include_str!("../../migrations/sqlite/0009_workspace_zone_and_keys.sql"),
+    ),
 ];
 
 impl Store {

@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::{DbTime, Store, StoreError, Unscoped, execute, fetch_all};
+use super::{DbTime, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
 use crate::store::WorkspaceId;
 
 /// The tables holding a workspace's rows, in the order a deletion empties them (each before the
@@ -36,6 +36,43 @@ pub struct Workspace {
     pub halted: Option<(String, Timestamp)>,
 }
 
+/// The workspace's default time zone (an IANA name), read in the caller's transaction; `None`
+/// when the workspace does not exist.
+pub async fn zone_in(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+) -> Result<Option<String>, sqlx::Error> {
+    Ok(fetch_all!(
+        tx,
+        "SELECT timezone FROM workspace WHERE id = $1",
+        [workspace],
+        |r| r.try_get::<String, _>("timezone")
+    )?
+    .into_iter()
+    .next())
+}
+
+/// A time zone a workspace may take: a known IANA name.
+pub fn known_zone(zone: &str) -> Result<jiff::tz::TimeZone, WorkspaceError> {
+    jiff::tz::TimeZone::get(zone)
+        .map_err(|_| WorkspaceError::TimeZone(zone.chars().take(80).collect()))
+}
+
+/// Sets the workspace's default time zone (checked with [`known_zone`]) in the caller's
+/// transaction; false when the workspace does not exist.
+pub async fn set_zone_in(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    zone: &str,
+) -> Result<bool, sqlx::Error> {
+    let changed = execute!(
+        tx,
+        "UPDATE workspace SET timezone = $2 WHERE id = $1",
+        [workspace, zone]
+    )?;
+    Ok(changed > 0)
+}
+
 /// Reads a workspace.
 pub async fn get(store: &Store, workspace: &WorkspaceId) -> Result<Workspace, StoreError> {
     let mut tx = store.begin(workspace).await?;
@@ -47,15 +84,22 @@ pub async fn get(store: &Store, workspace: &WorkspaceId) -> Result<Workspace, St
     )
     .map_err(|e| store.error(e))?;
     tx.rollback().await.map_err(|e| store.error(e))?;
+    rows.into_iter()
+        .next()
+        .ok_or_else(|| missing(store, workspace))
+}
+
+/// The error for a workspace that does not exist, naming how to make it.
+pub fn missing(store: &Store, workspace: &WorkspaceId) -> StoreError {
     let fix = if workspace == &WorkspaceId::DEFAULT {
         "run `rowfire migrate`".to_string()
     } else {
         format!("create it with `rowfire workspaces create {workspace}`")
     };
-    rows.into_iter().next().ok_or_else(|| StoreError::Invalid {
+    StoreError::Invalid {
         shown: store.shown().to_string(),
         message: format!("workspace \"{workspace}\" does not exist; {fix}"),
-    })
+    }
 }
 
 /// Halts a workspace: polls stop advancing watermarks and nothing is sent until `resume`.
@@ -120,10 +164,8 @@ fn checked(name: &str, timezone: Option<&str>) -> Result<(), WorkspaceError> {
     if name.trim().is_empty() || name.chars().count() > 200 {
         return Err(WorkspaceError::Name);
     }
-    if let Some(tz) = timezone
-        && jiff::tz::TimeZone::get(tz).is_err()
-    {
-        return Err(WorkspaceError::TimeZone(tz.chars().take(80).collect()));
+    if let Some(tz) = timezone {
+        known_zone(tz)?;
     }
     Ok(())
 }
@@ -168,19 +210,15 @@ pub async fn list(store: &Store) -> Result<Vec<Workspace>, StoreError> {
     Ok(rows)
 }
 
-/// Renames a workspace and, when given, changes its default time zone.
-pub async fn rename(
-    store: &Store,
-    id: &WorkspaceId,
-    name: &str,
-    timezone: Option<&str>,
-) -> Result<(), WorkspaceError> {
-    checked(name, timezone)?;
+/// Renames a workspace. Its time zone is changed with [`crate::push::set_zone`], which also
+/// re-reads its definitions in the new zone.
+pub async fn rename(store: &Store, id: &WorkspaceId, name: &str) -> Result<(), WorkspaceError> {
+    checked(name, None)?;
     let mut tx = store.begin(id).await?;
     let changed = execute!(
         &mut tx,
-        "UPDATE workspace SET name = $2, timezone = COALESCE($3, timezone) WHERE id = $1",
-        [id, name, timezone]
+        "UPDATE workspace SET name = $2 WHERE id = $1",
+        [id, name]
     )
     .map_err(|e| store.error(e))?;
     if changed == 0 {

@@ -24,14 +24,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 8,
+                want: 9,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 8);
+    assert_eq!(store.migrate().await.unwrap(), 9);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

@@ -150,6 +150,21 @@ async fn two_workspaces_with_the_same_definitions_fire_and_report_independently(
     // Renaming keeps the id; deleting asks first and then takes everything in the workspace.
     let (ok, stdout, _) = run(&["workspaces", "rename", "acme", "Acme GmbH"]);
     assert!(ok && stdout.contains("now \"Acme GmbH\""), "{stdout}");
+    // Its rules name no zone: they count their periods in the workspace's, until it changes.
+    let (_, listed, _) = run(&["list", "--workspace", "acme"]);
+    assert!(listed.contains("per week, Europe/Berlin"), "{listed}");
+    let (ok, stdout, stderr) = run(&["workspaces", "rename", "acme", "--timezone", "UTC"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("its time zone is now UTC")
+            && stdout.contains("changed rule(s), back in shadow")
+            && stdout.contains("billing_ticket"),
+        "{stdout}"
+    );
+    let (_, listed, _) = run(&["list", "--workspace", "acme"]);
+    assert!(listed.contains("per week, UTC"), "{listed}");
+    let (ok, _, stderr) = run(&["workspaces", "rename", "acme"]);
+    assert!(!ok && stderr.contains("required"), "{stderr}");
     let (ok, _, stderr) = run(&["workspaces", "delete", "acme"]);
     assert!(
         !ok && stderr.contains("not confirmed; nothing was deleted"),
@@ -170,4 +185,102 @@ async fn two_workspaces_with_the_same_definitions_fire_and_report_independently(
         theirs,
         "the default workspace keeps everything it had"
     );
+}
+
+on_both_engines!(
+    rules_without_a_zone_take_the_workspaces,
+    a_rule_that_names_no_time_zone_counts_its_periods_in_the_workspaces_and_a_new_zone_sends_it_back_to_shadow
+);
+
+/// The zone a version was pushed in is stored with it, so the poller, the sender and `list` read
+/// the same rules the push checked; changing the workspace's zone re-reads the definitions in it.
+async fn a_rule_that_names_no_time_zone_counts_its_periods_in_the_workspaces_and_a_new_zone_sends_it_back_to_shadow(
+    cp: &str,
+) {
+    use jiff::tz::TimeZone;
+    use rowfire::cadence::Period;
+    use rowfire::definitions::versions;
+    use rowfire::push;
+    use rowfire::rules::{self, Mode};
+    use rowfire::store::{Store, WorkspaceId, workspace};
+
+    let store = Store::open(cp).await.unwrap();
+    store.migrate().await.unwrap();
+    let ws = WorkspaceId::parse("berlin").unwrap();
+    workspace::create(&store, &ws, "Berlin", "Europe/Berlin")
+        .await
+        .unwrap();
+    let doc = "version: 2
+source: { dsn_env: SAMPLE_DATABASE_URL }
+triggers:
+  signups: { sql: \"SELECT id, created_at FROM accounts\", event_time: created_at, key: [id] }
+rules:
+  daily: { trigger: signups, policy: once_per_period, period: day }
+  daily_in_tokyo: { trigger: signups, policy: once_per_period, period: day, timezone: Asia/Tokyo }
+";
+    let now = crate::support::now();
+    push::push(&store, &ws, doc, now).await.unwrap();
+    let (version, defs) = versions::in_force(&store, &ws).await.unwrap().unwrap();
+    assert_eq!(version, 1);
+    let zone = |defs: &rowfire::definitions::Definitions, rule: &str| {
+        defs.rule(rule).unwrap().cadence.time_zone()
+    };
+    let berlin = TimeZone::get("Europe/Berlin").unwrap();
+    assert_eq!(zone(&defs, "daily"), berlin);
+    assert_eq!(
+        zone(&defs, "daily_in_tokyo"),
+        TimeZone::get("Asia/Tokyo").unwrap()
+    );
+    // 23:30 UTC on 30 November is already 1 December in Berlin: that is the day it counts in.
+    let late: jiff::Timestamp = "2026-11-30T23:30:00Z".parse().unwrap();
+    assert_eq!(
+        Period::Day.start(&zone(&defs, "daily"), late).to_string(),
+        "2026-12-01"
+    );
+    // The default workspace reads the same document in UTC.
+    let default = WorkspaceId::parse("default").unwrap();
+    push::push(&store, &default, doc, now).await.unwrap();
+    let (_, in_utc) = versions::in_force(&store, &default).await.unwrap().unwrap();
+    assert_eq!(zone(&in_utc, "daily"), TimeZone::UTC);
+
+    // Pushing the same document again in the same zone changes nothing.
+    assert!(push::push(&store, &ws, doc, now).await.unwrap().unchanged);
+
+    for rule in ["daily", "daily_in_tokyo"] {
+        rules::set_mode(&store, &ws, rule, Mode::Live, now)
+            .await
+            .unwrap();
+    }
+    let summary = push::set_zone(&store, &ws, "America/New_York", now)
+        .await
+        .unwrap()
+        .expect("the definitions in force are read again");
+    assert_eq!(summary.version, 2);
+    assert_eq!(summary.changed_rules, ["daily"]);
+    let (_, defs) = versions::in_force(&store, &ws).await.unwrap().unwrap();
+    assert_eq!(
+        zone(&defs, "daily"),
+        TimeZone::get("America/New_York").unwrap()
+    );
+    let modes = rules::list(&store, &ws).await.unwrap();
+    let mode = |rule: &str| modes.iter().find(|r| r.rule == rule).unwrap().mode;
+    assert_eq!(mode("daily"), Mode::Shadow, "its days moved: shadow first");
+    assert_eq!(mode("daily_in_tokyo"), Mode::Live, "it names its own zone");
+    assert_eq!(
+        workspace::get(&store, &ws).await.unwrap().timezone,
+        "America/New_York"
+    );
+
+    // An unknown zone changes nothing; the default workspace never moved.
+    assert!(
+        push::set_zone(&store, &ws, "Mars/Olympus", now)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        workspace::get(&store, &ws).await.unwrap().timezone,
+        "America/New_York"
+    );
+    let (_, in_utc) = versions::in_force(&store, &default).await.unwrap().unwrap();
+    assert_eq!(zone(&in_utc, "daily"), TimeZone::UTC);
 }

@@ -229,7 +229,7 @@ impl Cx {
             self.problem(format!("{path}.trigger"), msg);
         }
         let timezone = match self.string(m, "timezone", &path, false) {
-            None => Some(TimeZone::UTC),
+            None => Some(self.default_zone.clone()),
             Some(tz) => match TimeZone::get(&tz) {
                 Ok(zone) => Some(zone),
                 Err(_) => {
