@@ -224,6 +224,33 @@ async fn every_tenant_table_has_forced_row_level_security_and_a_policy() {
     );
 }
 
+/// Every table holding workspace rows has an index whose first column is `workspace_id`, so a
+/// scoped read (or deleting a workspace) is a range of one index, not a scan past every other
+/// workspace's rows. `workspace` itself is keyed by its id.
+#[tokio::test]
+async fn every_table_holding_workspace_rows_has_an_index_leading_with_workspace_id() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let store = Store::open(&pg.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut admin = pg.admin().await;
+    let unindexed: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'workspace_id' AND NOT a.attisdropped
+         WHERE n.nspname = 'public' AND c.relkind = 'r'
+           AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indkey[0] = a.attnum)
+         ORDER BY 1",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(
+        unindexed.is_empty(),
+        "tables holding workspace rows with no index leading with workspace_id: {unindexed:?}"
+    );
+}
+
 #[tokio::test]
 async fn the_application_role_sees_its_own_workspace_scoped_nothing_unscoped_and_everything_only_under_the_bypass()
  {
