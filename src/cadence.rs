@@ -69,6 +69,8 @@ pub struct Anchor {
     pub lead_column: Option<String>,
     /// How far ahead anchors are materialised.
     pub look_ahead: SignedDuration,
+    /// How often the look-ahead is swept (not part of what the rule means).
+    pub interval: SignedDuration,
     /// How late a send may still go out.
     pub grace: SignedDuration,
     /// Whether the row is re-read just before sending.
@@ -462,6 +464,7 @@ mod tests {
             lead: SignedDuration::from_mins(10),
             lead_column: None,
             look_ahead: SignedDuration::from_hours(3),
+            interval: SignedDuration::from_mins(15),
             grace: SignedDuration::from_mins(5),
             recheck: true,
         };

@@ -42,6 +42,8 @@ pub mod push;
 pub mod row;
 /// Rule state: modes and tombstones.
 pub mod rules;
+/// Time-anchored sends: sweeping a rule's look-ahead into deliveries due at anchor minus lead.
+pub mod schedule;
 /// Secrets at rest: envelope encryption under the master key.
 pub mod secret;
 /// Sending: claim under a lease, build the request, egress check, the one client, judge, settle.

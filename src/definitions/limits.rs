@@ -36,7 +36,11 @@ pub const MAX_LOOKBACK: SignedDuration = SignedDuration::from_hours(24 * 90);
 pub const MAX_LEAD: SignedDuration = SignedDuration::from_hours(24 * 90);
 /// The longest anchor `look_ahead`.
 pub const MAX_LOOK_AHEAD: SignedDuration = SignedDuration::from_hours(24 * 90);
-/// The longest anchor `grace`.
+/// The longest interval between sweeps of a time-anchored rule's look-ahead.
+pub const MAX_SWEEP_INTERVAL: SignedDuration = SignedDuration::from_hours(24);
+/// The longest lead a row's lead column may give, in minutes (90 days).
+pub const MAX_LEAD_MINUTES: i64 = 60 * 24 * 90;
+/// The longest grace for a time-anchored send.
 pub const MAX_GRACE: SignedDuration = SignedDuration::from_hours(24 * 7);
 /// The longest `statement_timeout_ms` (one hour).
 pub const MAX_STATEMENT_TIMEOUT_MS: u64 = 3_600_000;

@@ -128,8 +128,56 @@ pub fn render(
     })
 }
 
-/// Writes the deliveries of one new fire inside the claim's transaction. Returns how many wait
-/// in the queue for a sender (announce them with [`announce`] before committing).
+/// Whether a rendered URL is the Demo inbox's (delivered in-process, never over the network).
+pub fn is_inbox_url(url: &str) -> bool {
+    url == INBOX_URL || url.starts_with(&format!("{INBOX_URL}/"))
+}
+
+/// Records sent deliveries to the Demo inbox (scheduled ones, sent by a sender at their due
+/// time) as messages there, inside the settle's transaction; a message already recorded stays.
+pub async fn to_inbox(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    deliveries: &[i64],
+    at: Timestamp,
+) -> Result<(), sqlx::Error> {
+    let ids = crate::store::batch::Rows::new().int("i", deliveries.iter().copied());
+    crate::store::batch::fetch_with_rows(
+        tx,
+        &ids,
+        &[
+            crate::store::Arg::Text(workspace.to_string()),
+            crate::store::Arg::Time(DbTime(at)),
+        ],
+        "INSERT INTO inbox_message (workspace_id, delivery_id, action, recipient, body, received_at)
+         SELECT d.workspace_id, d.id, d.action, d.recipient, COALESCE(d.body, 'null'), $2 FROM u JOIN delivery d ON d.id = u.i
+         WHERE d.workspace_id = $1
+         ON CONFLICT (workspace_id, delivery_id) DO NOTHING
+         RETURNING id",
+        |r| r.try_get::<i64, _>("id"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// When a time-anchored fire's deliveries are due (from [`crate::schedule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    /// Anchor minus lead.
+    pub due: Timestamp,
+    /// Due plus grace: not sent by then, never sent.
+    pub expires: Timestamp,
+    /// The anchor instant.
+    pub anchor: Timestamp,
+    /// Where the lead came from.
+    pub lead_from: crate::schedule::LeadFrom,
+    /// First found after it expired: recorded as expired, never queued.
+    pub too_late: bool,
+}
+
+/// Writes the deliveries of one new fire inside the claim's transaction, due now or, for a
+/// time-anchored fire, when `scheduled` says. Returns how many wait in the queue for a sender
+/// (announce them with [`announce`] before committing).
 #[allow(
     clippy::too_many_arguments,
     reason = "the claim's parts, each borrowed from the poll"
@@ -143,6 +191,7 @@ pub async fn enqueue(
     mode: Mode,
     fire_id: i64,
     row: &Row,
+    scheduled: Option<&Scheduled>,
     now: Timestamp,
 ) -> Result<usize, sqlx::Error> {
     let ctx = context(row, rule, trigger, now);
@@ -161,13 +210,21 @@ pub async fn enqueue(
         let was_capped = capped.is_some();
         let (status, reason, sent_at) = match (&rendered, mode) {
             (Err(e), _) => (DeliveryStatus::Failed, Some(e.to_string()), None),
+            (Ok(_), Mode::Live) if scheduled.is_some_and(|s| s.too_late) => (
+                DeliveryStatus::Expired,
+                Some("expired: first found after its due time plus grace; a reminder this late would be wrong".to_string()),
+                None,
+            ),
             (Ok(_), Mode::Shadow) => (
                 DeliveryStatus::Suppressed,
                 Some(capped.map_or("shadow".to_string(), |c| format!("shadow; {c}"))),
                 None,
             ),
             (Ok(_), Mode::Live) if capped.is_some() => (DeliveryStatus::Suppressed, capped, None),
-            (Ok(_), Mode::Live) if in_process => (DeliveryStatus::Sent, None, Some(DbTime(now))),
+            // A scheduled send to the Demo inbox waits for its due time like any other.
+            (Ok(_), Mode::Live) if in_process && scheduled.is_none() => {
+                (DeliveryStatus::Sent, None, Some(DbTime(now)))
+            }
             (Ok(_), Mode::Live) => (DeliveryStatus::Pending, None, None),
         };
         queued += usize::from(status == DeliveryStatus::Pending);
@@ -175,8 +232,8 @@ pub async fn enqueue(
         let id = fetch_all!(
             &mut *tx,
             "INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, recipient, method, url, headers, body,
-                                   status, reason, due_at, created_at, sent_at, expires_at, capped)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18) RETURNING id",
+                                   status, reason, due_at, created_at, sent_at, expires_at, capped, anchor_at, lead_from)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING id",
             [
                 workspace,
                 fire_id,
@@ -192,10 +249,15 @@ pub async fn enqueue(
                 request.map(|r| r.body.to_string()),
                 status,
                 reason,
+                DbTime(scheduled.map_or(now, |s| s.due)),
                 DbTime(now),
                 sent_at,
-                rule.expire_after.map(|e| DbTime(crate::store::later(now, e))),
-                was_capped
+                scheduled
+                    .map(|s| DbTime(s.expires))
+                    .or(rule.expire_after.map(|e| DbTime(crate::store::later(now, e)))),
+                was_capped,
+                scheduled.map(|s| DbTime(s.anchor)),
+                scheduled.map(|s| s.lead_from.as_str())
             ],
             |r| r.try_get::<i64, _>("id")
         )?[0];

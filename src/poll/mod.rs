@@ -13,6 +13,7 @@ mod page;
 mod report;
 pub mod run;
 pub mod state;
+mod sweep;
 pub mod workers;
 
 use keep::{Halt, Stop, stopping};
@@ -248,6 +249,7 @@ impl Poller {
             null_clocks: 0,
             unreadable_clocks: Default::default(),
             rules: Vec::new(),
+            sweeps: Vec::new(),
             status: PollStatus::Ok,
             settled: true,
         };
@@ -344,6 +346,21 @@ impl Poller {
             report.status = PollStatus::Skipped("no enabled rules on this trigger".into());
             return Ok(None);
         }
+        let def = defs
+            .source(&trigger.source)
+            .expect("validated: every trigger's source exists");
+        // Time-anchored rules are not claimed from the clock's window: their sweep reads the
+        // look-ahead, on its own interval.
+        let (anchored, rules): (Vec<_>, Vec<_>) = rules
+            .into_iter()
+            .partition(|(r, _)| matches!(r.cadence, crate::cadence::Cadence::Anchored(_)));
+        if !anchored.is_empty() {
+            self.sweep_due(lease, &defs, trigger, def, &anchored, report, stop)
+                .await?;
+        }
+        if rules.is_empty() {
+            return Ok(None);
+        }
         report.rules = rules
             .iter()
             .map(|(r, mode)| RulePoll {
@@ -364,9 +381,6 @@ impl Poller {
         let run_id = run::start(store, lease, window, now)
             .await
             .map_err(|e| e.to_string())?;
-        let def = defs
-            .source(&trigger.source)
-            .expect("validated: every trigger's source exists");
         let plan = Plan {
             lease,
             defs: &defs,

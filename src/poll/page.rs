@@ -161,6 +161,7 @@ impl Poller {
                             *mode,
                             *fire_id,
                             row,
+                            None,
                             now,
                         )
                         .await
@@ -184,7 +185,11 @@ impl Poller {
         Ok(fired_rows.len())
     }
 
-    async fn source(&self, workspace: &WorkspaceId, def: &SourceDef) -> Result<Source, String> {
+    pub(super) async fn source(
+        &self,
+        workspace: &WorkspaceId,
+        def: &SourceDef,
+    ) -> Result<Source, String> {
         let mut cache = self.sources.lock().await;
         let key = (workspace.to_string(), def.name.clone());
         if let Some(s) = cache.get(&key) {

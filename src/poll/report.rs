@@ -58,6 +58,9 @@ pub struct PollReport {
     pub unreadable_clocks: crate::source::UnreadableClocks,
     /// Per rule.
     pub rules: Vec<RulePoll>,
+    /// The sweeps of time-anchored rules this poll ran: per rule, what it did or why it failed
+    /// (a failed sweep cancels nothing).
+    pub sweeps: Vec<(String, Result<crate::schedule::SweepReport, String>)>,
     /// How it ended.
     pub status: PollStatus,
     /// False when the lease had been taken over and the settle changed nothing.
@@ -108,6 +111,18 @@ impl PollReport {
                 "poll report for a rule"
             );
         }
+        for (rule, swept) in &self.sweeps {
+            match swept {
+                Ok(r) => {
+                    tracing::info!(trigger = %self.trigger, rule = %rule, queued = r.queued, moved = r.moved,
+                    reinstated = r.reinstated, cancelled_moved = r.cancelled_moved, cancelled_gone = r.cancelled_gone,
+                    too_late = r.too_late, "sweep report")
+                }
+                Err(e) => {
+                    tracing::warn!(trigger = %self.trigger, rule = %rule, error = %e, "sweep failed; it cancelled nothing")
+                }
+            }
+        }
     }
 }
 
@@ -124,6 +139,12 @@ impl fmt::Display for PollReport {
                 "  {} {} fired={} already={}",
                 r.rule, r.mode, r.fired, r.already
             )?;
+        }
+        for (rule, swept) in &self.sweeps {
+            match swept {
+                Ok(r) => writeln!(f, "  {rule} swept: {r}")?,
+                Err(e) => writeln!(f, "  {rule} sweep failed (nothing cancelled): {e}")?,
+            }
         }
         if self.null_keys + self.null_clocks + self.unreadable_clocks.rows > 0 {
             writeln!(

@@ -341,6 +341,25 @@ pub async fn settle_many(store: &Store, batch: &[Settled]) -> Result<Vec<bool>, 
         let settled = settle_group(&mut tx, workspace, &items)
             .await
             .map_err(|e| store.error(e))?;
+        // A send to the Demo inbox is delivered by recording it there, with its settle.
+        let inboxed: Vec<i64> = items
+            .iter()
+            .filter(|s| s.outcome == Settlement::Sent && settled.contains(&s.claimed.id))
+            .filter(|s| {
+                s.claimed
+                    .url
+                    .as_deref()
+                    .is_some_and(crate::outbox::is_inbox_url)
+            })
+            .map(|s| s.claimed.id)
+            .collect();
+        if let Some(at) = items.iter().map(|s| s.at).max()
+            && !inboxed.is_empty()
+        {
+            crate::outbox::to_inbox(&mut tx, workspace, &inboxed, at)
+                .await
+                .map_err(|e| store.error(e))?;
+        }
         for i in mine {
             took[i] = settled.contains(&batch[i].claimed.id);
         }

@@ -61,6 +61,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0009_workspace_zone_and_keys.sql"),
         include_str!("../../migrations/sqlite/0009_workspace_zone_and_keys.sql"),
     ),
+    (
+        10,
+        "scheduled_sends",
+        include_str!("../../migrations/postgres/0010_scheduled_sends.sql"),
+        include_str!("../../migrations/sqlite/0010_scheduled_sends.sql"),
+    ),
 ];
 
 impl Store {

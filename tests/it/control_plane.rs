@@ -24,14 +24,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 9,
+                want: 10,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 9);
+    assert_eq!(store.migrate().await.unwrap(), 10);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

@@ -23,6 +23,7 @@ mod poller;
 mod queue;
 mod race;
 mod receiver;
+mod reminders;
 mod secrets;
 mod sending;
 mod source_sessions;

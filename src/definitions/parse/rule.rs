@@ -380,6 +380,8 @@ impl Cx {
         let lead_column = self.string(m, "lead_column", path, false);
         let (three_hours, max) = (SignedDuration::from_hours(3), limits::MAX_LOOK_AHEAD);
         let look_ahead = self.duration(m, "look_ahead", path, three_hours, max);
+        let (fifteen_minutes, max) = (SignedDuration::from_mins(15), limits::MAX_SWEEP_INTERVAL);
+        let interval = self.duration(m, "interval", path, fifteen_minutes, max);
         let (five_minutes, max) = (SignedDuration::from_mins(5), limits::MAX_GRACE);
         let grace = self.duration(m, "grace", path, five_minutes, max);
         let recheck = match m.get("recheck") {
@@ -398,6 +400,7 @@ impl Cx {
             lead,
             lead_column,
             look_ahead,
+            interval,
             grace,
             recheck,
         })

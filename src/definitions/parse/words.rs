@@ -59,6 +59,7 @@ pub(super) const ANCHOR_KEYS: &[&str] = &[
     "lead",
     "lead_column",
     "look_ahead",
+    "interval",
     "grace",
     "recheck",
 ];
