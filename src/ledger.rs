@@ -256,3 +256,19 @@ pub async fn fires(
         })
     )
 }
+
+/// The dedup key of one fire, if it exists in the workspace.
+pub async fn key_of(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    fire_id: i64,
+) -> Result<Option<String>, sqlx::Error> {
+    Ok(fetch_all!(
+        tx,
+        "SELECT dedup_key FROM fire WHERE workspace_id = $1 AND id = $2",
+        [workspace, fire_id],
+        |r| r.try_get::<String, _>("dedup_key")
+    )?
+    .into_iter()
+    .next())
+}

@@ -13,22 +13,11 @@ use jiff::{SignedDuration, Timestamp};
 use crate::cadence::{self, Anchor, Placement};
 use crate::definitions::limits::MAX_LEAD_MINUTES;
 use crate::ledger::{self, Claim};
+pub use crate::outbox::LeadFrom;
 use crate::outbox::{self, Scheduled};
 use crate::row::{Row, Value};
 use crate::store::batch::{Rows, fetch_with_rows};
 use crate::store::{Arg, DbTime, StoreTx, WorkspaceId, execute, fetch_all, later};
-
-crate::store::stored_enum! {
-    /// Where a scheduled send's lead came from.
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum LeadFrom as "lead source" {
-        /// The rule's `lead`.
-        Default = "default",
-        /// The row's `lead_column`.
-        Row = "row",
-    }
-}
 
 /// What one sweep of one rule did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -417,4 +406,38 @@ pub async fn record(
         ]
     )?;
     Ok(())
+}
+
+/// Whether `source` still holds the row of `key` anchored at `at` (read by the anchor's exact
+/// instant, so it is one indexed lookup where the anchor column is indexed): the recheck just
+/// before a time-anchored send goes.
+pub async fn still_there(
+    source: &crate::source::Source,
+    defs: &crate::definitions::Definitions,
+    trigger: &crate::definitions::Trigger,
+    anchor: &Anchor,
+    key: &str,
+    at: Timestamp,
+) -> Result<bool, crate::source::SourceError> {
+    let window = crate::sql_guard::Window {
+        since: at,
+        until: later(at, SignedDuration::from_micros(1)),
+    };
+    let query = source.prepare(defs, trigger, window).await?;
+    let shape = crate::sql_guard::Shape {
+        clock: &anchor.column,
+        key: &trigger.key,
+    };
+    let mut reader = source.read_window(&query, shape, window).await?;
+    let mut found = false;
+    while let Some(page) = reader.next_page().await? {
+        found = page.iter().any(|r| {
+            r.clock == Some(at) && cadence::dedup_key(r, &trigger.key).is_ok_and(|k| k == key)
+        });
+        if found {
+            break;
+        }
+    }
+    reader.finish().await;
+    Ok(found)
 }

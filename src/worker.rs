@@ -159,6 +159,7 @@ impl Worker {
                 let key = config.master_key.clone().map_err(|e| e.to_string());
                 let client = Client::new(config.egress.clone());
                 Sender::new(store.clone(), client, clock.clone(), key, sender_config)
+                    .with_recheck(dsn.clone())
             })
             .collect();
         Ok(Worker {

@@ -3,6 +3,7 @@
 //! live ones to the Demo inbox complete in-process; every other live delivery waits in the queue
 //! for a sender.
 
+mod scheduled;
 mod status;
 pub mod target;
 
@@ -15,6 +16,7 @@ use crate::store::WorkspaceId;
 use crate::store::{DbTime, StoreTx, execute, fetch_all};
 use crate::template;
 
+pub use scheduled::{LeadFrom, Scheduled, is_inbox_url, to_inbox};
 pub use status::DeliveryStatus;
 pub use target::RenderError;
 
@@ -126,53 +128,6 @@ pub fn render(
         headers,
         body: template::render(&action.body, &full)?,
     })
-}
-
-/// Whether a rendered URL is the Demo inbox's (delivered in-process, never over the network).
-pub fn is_inbox_url(url: &str) -> bool {
-    url == INBOX_URL || url.starts_with(&format!("{INBOX_URL}/"))
-}
-
-/// Records sent deliveries to the Demo inbox (scheduled ones, sent by a sender at their due
-/// time) as messages there, inside the settle's transaction; a message already recorded stays.
-pub async fn to_inbox(
-    tx: &mut StoreTx,
-    workspace: &WorkspaceId,
-    deliveries: &[i64],
-    at: Timestamp,
-) -> Result<(), sqlx::Error> {
-    let ids = crate::store::batch::Rows::new().int("i", deliveries.iter().copied());
-    crate::store::batch::fetch_with_rows(
-        tx,
-        &ids,
-        &[
-            crate::store::Arg::Text(workspace.to_string()),
-            crate::store::Arg::Time(DbTime(at)),
-        ],
-        "INSERT INTO inbox_message (workspace_id, delivery_id, action, recipient, body, received_at)
-         SELECT d.workspace_id, d.id, d.action, d.recipient, COALESCE(d.body, 'null'), $2 FROM u JOIN delivery d ON d.id = u.i
-         WHERE d.workspace_id = $1
-         ON CONFLICT (workspace_id, delivery_id) DO NOTHING
-         RETURNING id",
-        |r| r.try_get::<i64, _>("id"),
-    )
-    .await?;
-    Ok(())
-}
-
-/// When a time-anchored fire's deliveries are due (from [`crate::schedule`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scheduled {
-    /// Anchor minus lead.
-    pub due: Timestamp,
-    /// Due plus grace: not sent by then, never sent.
-    pub expires: Timestamp,
-    /// The anchor instant.
-    pub anchor: Timestamp,
-    /// Where the lead came from.
-    pub lead_from: crate::schedule::LeadFrom,
-    /// First found after it expired: recorded as expired, never queued.
-    pub too_late: bool,
 }
 
 /// Writes the deliveries of one new fire inside the claim's transaction, due now or, for a

@@ -49,8 +49,7 @@ pub const PROGRESS_EVERY_PAGES: u64 = 10;
 /// How soon a failed poll is retried.
 pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
-/// Finds a source's DSN (by default in its environment variable).
-pub type DsnResolver = Arc<dyn Fn(&SourceDef) -> Option<String> + Send + Sync>;
+pub use crate::source::DsnResolver;
 
 /// Reads DSNs from the environment variables the definitions name.
 pub fn env_dsn() -> DsnResolver {

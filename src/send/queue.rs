@@ -47,6 +47,19 @@ pub struct Claimed {
     pub expires_at: Option<Timestamp>,
     /// When this claim's lease lapses (another worker may then take the delivery).
     pub lease_expires_at: Timestamp,
+    /// For a time-anchored send: its rule, fire and anchor instant (for the recheck).
+    pub scheduled: Option<ScheduledSend>,
+}
+
+/// What a claimed time-anchored send knows of where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledSend {
+    /// The rule.
+    pub rule: String,
+    /// The fire (its dedup key names the row's key).
+    pub fire_id: i64,
+    /// The anchor instant it was scheduled for.
+    pub anchor_at: Timestamp,
 }
 
 impl Claimed {
@@ -101,7 +114,7 @@ const CLAIMABLE: &str = "SELECT id FROM delivery
                             AND (s.disabled_at IS NOT NULL OR s.paused_until > $1))
         ORDER BY due_at, id LIMIT $2";
 
-const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at, lease_expires_at";
+const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at, lease_expires_at, rule_name, fire_id, anchor_at";
 
 // The selection runs exactly once (a MATERIALIZED CTE), so the claim never returns more than the
 // limit, and SKIP LOCKED keeps concurrent claimers off each other's rows.
@@ -199,6 +212,14 @@ pub async fn claim_due(
                 due_at: r.try_get::<DbTime, _>("due_at")?.0,
                 expires_at: r.try_get::<Option<DbTime>, _>("expires_at")?.map(|t| t.0),
                 lease_expires_at: r.try_get::<DbTime, _>("lease_expires_at")?.0,
+                scheduled: match r.try_get::<Option<DbTime>, _>("anchor_at")? {
+                    None => None,
+                    Some(at) => Some(ScheduledSend {
+                        rule: r.try_get("rule_name")?,
+                        fire_id: r.try_get("fire_id")?,
+                        anchor_at: at.0,
+                    }),
+                },
             })
         )?;
         tx.commit().await?;

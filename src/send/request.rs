@@ -202,6 +202,7 @@ pub async fn try_action(
         due_at: now,
         expires_at: None,
         lease_expires_at: now,
+        scheduled: None,
     };
     let idempotency_key = format!("test-{:016x}", fastrand::u64(..));
     let out = outbound(
@@ -292,6 +293,7 @@ mod tests {
             due_at: at,
             expires_at: None,
             lease_expires_at: at,
+            scheduled: None,
         };
         let send = |url: &str, headers: &str| {
             super::outbound(&claimed(url, headers), "1", &slack, action, &creds, at)

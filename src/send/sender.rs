@@ -21,6 +21,7 @@ use crate::store::{Store, StoreError, later};
 pub use super::report::SendReport;
 
 mod attempt;
+mod recheck;
 
 /// How many times a failing settle is tried (while the leases last).
 const SETTLE_TRIES: u32 = 10;
@@ -71,6 +72,9 @@ pub struct Sender {
     master_key: Result<MasterKey, String>,
     snapshots: Mutex<HashMap<WorkspaceId, Arc<Snapshot>>>,
     passes: tokio::sync::watch::Sender<u64>,
+    /// Reaches sources to recheck a time-anchored send before it goes (`None`: no recheck).
+    recheck: Option<crate::source::DsnResolver>,
+    sources: Mutex<HashMap<(WorkspaceId, String), crate::source::Source>>,
 }
 
 impl Sender {
@@ -91,7 +95,17 @@ impl Sender {
             master_key,
             snapshots: Mutex::default(),
             passes: tokio::sync::watch::Sender::new(0),
+            recheck: None,
+            sources: Mutex::default(),
         }
+    }
+
+    /// Rechecks time-anchored sends whose rule asks for it (`recheck`, on by default) on their
+    /// source just before sending, reaching sources through `dsn`. Without it a rule's recheck
+    /// cannot run and its sends wait (and expire after their grace), never go unchecked.
+    pub fn with_recheck(mut self, dsn: crate::source::DsnResolver) -> Sender {
+        self.recheck = Some(dsn);
+        self
     }
 
     /// How many passes [`Sender::run_until`] has finished: a way to wait for a running sender to

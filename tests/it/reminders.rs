@@ -22,6 +22,11 @@ use sqlx::{Connection, SqliteConnection};
 
 use crate::support::{TestSqlite, now};
 
+/// The definitions, the rule's recheck set to `recheck`.
+fn definitions(recheck: bool) -> String {
+    DEFINITIONS.replace("RECHECK", &recheck.to_string())
+}
+
 const DEFINITIONS: &str = "version: 2
 source: { type: sqlite, dsn_env: MEETINGS_URL }
 integrations:
@@ -35,7 +40,7 @@ triggers:
 rules:
   nudge:
     trigger: meetings
-    anchor: { column: starts_at, lead_column: reminder_minutes, interval: 1m, recheck: false }
+    anchor: { column: starts_at, lead_column: reminder_minutes, interval: 1m, recheck: RECHECK }
     actions:
       - action: inbox.chat_message
         recipient: team
@@ -59,6 +64,10 @@ struct Calendar {
 
 impl Calendar {
     async fn new(control_plane: &str) -> Calendar {
+        Calendar::with(control_plane, false).await
+    }
+
+    async fn with(control_plane: &str, recheck: bool) -> Calendar {
         let source = TestSqlite::new();
         let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", source.url))
             .await
@@ -71,7 +80,9 @@ impl Calendar {
         .unwrap();
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
+        push::push(&store, WS, &definitions(recheck), now())
+            .await
+            .unwrap();
         rules::set_mode(&store, WS, "nudge", Mode::Live, now())
             .await
             .unwrap();
@@ -79,7 +90,7 @@ impl Calendar {
         let url = source.url.clone();
         let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
         let poller = Poller::new(store.clone(), "a", clock.clone(), dsn.clone());
-        let poller_b = Poller::new(store.clone(), "b", clock.clone(), dsn);
+        let poller_b = Poller::new(store.clone(), "b", clock.clone(), dsn.clone());
         let sender = Sender::new(
             store.clone(),
             Client::new(Policy::parse("127.0.0.1", false).unwrap()),
@@ -89,7 +100,8 @@ impl Calendar {
                 refresh: Duration::ZERO,
                 ..sender::Config::default()
             },
-        );
+        )
+        .with_recheck(dsn);
         Calendar {
             store,
             clock,
@@ -402,4 +414,74 @@ async fn a_sweep_in_shadow_records_what_it_would_send_and_sends_nothing() {
     let d = &c.of("shadowed").await[0];
     assert_eq!((d.status, d.due_at), (DeliveryStatus::Suppressed, at(50)));
     assert_eq!(c.inbox().await, 0);
+}
+
+on_both_engines!(
+    rechecks,
+    with_recheck_on_a_row_changed_between_materialising_and_sending_ends_as_skipped_with_the_reason
+);
+
+async fn with_recheck_on_a_row_changed_between_materialising_and_sending_ends_as_skipped_with_the_reason(
+    url: &str,
+) {
+    let c = Calendar::with(url, true).await;
+    c.book("kept", 60, None).await;
+    c.book("cancelled", 60, None).await;
+    c.book("moved", 60, None).await;
+    c.at(0).await;
+    // Changed after the sweep, and no sweep runs before the sends fall due: only the recheck
+    // can notice.
+    c.set("cancelled", "cancelled = 1").await;
+    c.start_of("moved", 61).await;
+    c.clock.set(at(50));
+    let sent = c.sender.drain().await.unwrap();
+    assert_eq!((sent.sent, sent.finished_unsent), (1, 2), "{sent:?}");
+    assert_eq!(c.of("kept").await[0].status, DeliveryStatus::Sent);
+    for id in ["cancelled", "moved"] {
+        let d = &c.of(id).await[0];
+        assert_eq!(d.status, DeliveryStatus::Skipped, "{id}");
+        assert!(
+            d.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("nothing worth saying")),
+            "{id}: {:?}",
+            d.reason
+        );
+    }
+    assert_eq!(c.inbox().await, 1);
+    // Skipped is final: nothing is retried.
+    c.clock.set(at(52));
+    assert_eq!(c.sender.drain().await.unwrap().claimed, 0);
+}
+
+on_both_engines!(
+    lease_takeover,
+    a_reminder_claimed_by_a_worker_that_dies_is_taken_over_after_its_lease_and_sent_once
+);
+
+async fn a_reminder_claimed_by_a_worker_that_dies_is_taken_over_after_its_lease_and_sent_once(
+    url: &str,
+) {
+    use rowfire::send::queue;
+    let c = Calendar::new(url).await;
+    c.book("m", 60, None).await;
+    c.at(0).await;
+    c.clock.set(at(50));
+    // A worker claims it with a 30-second lease and dies before sending.
+    let claimed = queue::claim_due(&c.store, at(50), 10, SignedDuration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(claimed[0].scheduled.is_some(), "it knows it is scheduled");
+    assert_eq!(c.sender.drain().await.unwrap().claimed, 0, "leased");
+    c.clock.set(at(50) + SignedDuration::from_secs(31));
+    assert_eq!(c.sender.drain().await.unwrap().sent, 1);
+    let sends = c.of("m").await;
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].id, claimed[0].id, "the same delivery id");
+    assert_eq!(
+        sends[0].attempts, 2,
+        "the dead worker's claim counts as an attempt"
+    );
+    assert_eq!(c.inbox().await, 1);
 }

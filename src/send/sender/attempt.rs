@@ -57,6 +57,11 @@ impl Sender {
                 None,
             );
         };
+        if let (Some(scheduled), Some(defs)) = (&claimed.scheduled, snapshot.defs.as_ref())
+            && let Some(settlement) = self.recheck(claimed, scheduled, defs).await
+        {
+            return (settlement, None);
+        }
         // The Demo inbox is in-process: nothing leaves the machine, and the settle records it.
         if integration.base_url == crate::outbox::INBOX_URL {
             return (Settlement::Sent, None);
