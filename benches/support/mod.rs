@@ -46,3 +46,40 @@ pub async fn fresh_database(admin: &str, db: &str) -> String {
         .unwrap();
     url_for(admin, db)
 }
+
+/// The URL of database `db` on the admin URL's server, connecting as `role`.
+pub fn url_as(admin: &str, db: &str, role: &str) -> String {
+    let o = PgConnectOptions::from_str(admin).unwrap();
+    format!("postgres://{role}@{}:{}/{db}", o.get_host(), o.get_port())
+}
+
+/// Drops and recreates database `db` owned by `role`, a login role that is neither a superuser
+/// nor `BYPASSRLS` (created if missing), with `role` owning the `public` schema too, as
+/// production's control-plane owner would be. A control plane migrated through the returned URL
+/// is owned by `role`, so its forced row-level security binds every statement made through it
+/// (a superuser is never bound). Returns the admin's URL of the database and the role's URL.
+/// The role is left in place for the next run; it owns nothing once its databases are dropped.
+pub async fn fresh_owned_database(admin: &str, db: &str, role: &str) -> (String, String) {
+    let admin_db = fresh_database(admin, db).await;
+    let mut c = PgConnection::connect(admin).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DO $$ BEGIN
+             IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '{role}') THEN
+                 CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS;
+             END IF;
+         END $$;
+         ALTER ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS;
+         ALTER DATABASE {db} OWNER TO {role};"
+    )))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let mut c = PgConnection::connect(&admin_db).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "ALTER SCHEMA public OWNER TO {role}"
+    )))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    (admin_db, url_as(admin, db, role))
+}
