@@ -67,6 +67,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0010_scheduled_sends.sql"),
         include_str!("../../migrations/sqlite/0010_scheduled_sends.sql"),
     ),
+    (
+        11,
+        "bypass_estimate",
+        include_str!("../../migrations/postgres/0011_bypass_estimate.sql"),
+        include_str!("../../migrations/sqlite/0011_bypass_estimate.sql"),
+    ),
 ];
 
 impl Store {

@@ -250,12 +250,14 @@ async fn fire_count(store: &Store) -> usize {
     n
 }
 
+/// As production runs it: the control plane's non-superuser owner, bound by forced row-level
+/// security, claiming under the bypass (whose policy the planner must not misjudge into a scan).
 #[tokio::test]
 async fn the_claim_reads_the_partial_index_however_many_deliveries_were_sent() {
     let Some(pg) = crate::support::TestPg::new().await else {
         return;
     };
-    let (store, pending) = pending_deliveries(&pg.url).await;
+    let (store, pending) = pending_deliveries(&pg.owner_url().await).await;
     // 200,000 finished deliveries beside a few pending ones.
     let mut c = pg.admin().await;
     sqlx::raw_sql(
@@ -279,6 +281,32 @@ async fn the_claim_reads_the_partial_index_however_many_deliveries_were_sent() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 5);
+}
+
+/// A large backlog, all due, claimed under the bypass by the bound owner: the policy's bypass
+/// flag must not be misjudged so rare that the planner scans and sorts the whole table.
+#[tokio::test]
+async fn under_the_bypass_the_claim_of_a_large_due_backlog_reads_the_partial_index() {
+    let Some(pg) = crate::support::TestPg::new().await else {
+        return;
+    };
+    let (store, _) = pending_deliveries(&pg.owner_url().await).await;
+    let mut c = pg.admin().await;
+    sqlx::raw_sql(
+        "INSERT INTO delivery (workspace_id, fire_id, rule_name, mode, binding, integration, action, status, due_at, created_at)
+         SELECT d.workspace_id, d.fire_id, d.rule_name, d.mode, 1000 + g, d.integration, d.action, 'pending', d.due_at, d.created_at
+         FROM (SELECT * FROM delivery ORDER BY id LIMIT 1) d, generate_series(1, 50000) g;
+         ANALYZE delivery;",
+    )
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let plan = queue::explain_claim(&store, now())
+        .await
+        .unwrap()
+        .join("\n");
+    assert!(plan.contains("delivery_due"), "{plan}");
+    assert!(!plan.contains("Seq Scan on delivery"), "{plan}");
 }
 
 async fn a_replayed_settle_changes_nothing_and_records_the_attempt_once(url: &str) {
