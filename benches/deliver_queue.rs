@@ -37,13 +37,13 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use support::receiver::Receiver;
+
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use futures_util::StreamExt as _;
 use jiff::{SignedDuration, Timestamp};
@@ -71,86 +71,6 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Requests seen by the receiver, by the delivery id in `webhook-id`.
-#[derive(Default)]
-struct Tally {
-    by_id: HashMap<i64, u32>,
-    without_id: u64,
-}
-
-/// A local HTTP endpoint on 127.0.0.1 that reads each request, counts it and answers 200 at once.
-/// It runs on a thread and runtime of its own, as a separate process would.
-struct Receiver {
-    url: String,
-    tally: Arc<Mutex<Tally>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let tally = Arc::new(Mutex::new(Tally::default()));
-        let counted = tally.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let app = axum::Router::new().fallback(move |headers: HeaderMap, _body: Bytes| {
-                    let counted = counted.clone();
-                    async move {
-                        let id = headers
-                            .get("webhook-id")
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(|v| v.parse::<i64>().ok());
-                        let mut t = counted.lock().unwrap();
-                        match id {
-                            Some(id) => *t.by_id.entry(id).or_default() += 1,
-                            _ => t.without_id += 1,
-                        }
-                        StatusCode::OK
-                    }
-                });
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app).await.unwrap();
-            });
-        });
-        Receiver { url, tally }
-    }
-
-    /// What arrived since the last call.
-    fn take(&self) -> Tally {
-        std::mem::take(&mut *self.tally.lock().unwrap())
-    }
-}
-
-fn definitions(receiver: &str) -> String {
-    format!(
-        "version: 2
-source: {{ dsn_env: BENCH_SOURCE }}
-integrations:
-  hooks:
-    catalog: webhook
-    base_url: {receiver}/hooks
-    timeout_ms: 5000
-triggers:
-  signups:
-    sql: SELECT id, at FROM signup
-    event_time: at
-    key: [id]
-rules:
-  welcome:
-    trigger: signups
-    policy: once_ever
-    actions:
-      - action: hooks.send
-        params: {{ event_type: user.signed_up }}
-"
-    )
-}
-
 fn signing_secret() -> String {
     format!(
         "whsec_{}",
@@ -172,9 +92,14 @@ async fn control_plane(
     let store = Store::open(&url).await.unwrap();
     store.migrate().await.unwrap();
     let now = Timestamp::now();
-    push::push(&store, WS, &definitions(&receiver.url), now)
-        .await
-        .unwrap();
+    push::push(
+        &store,
+        WS,
+        &support::receiver::definitions(&receiver.url),
+        now,
+    )
+    .await
+    .unwrap();
     rules::set_mode(&store, WS, "welcome", Mode::Live, now)
         .await
         .unwrap();

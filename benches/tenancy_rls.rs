@@ -41,12 +41,12 @@
 
 mod support;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use support::receiver::Receiver;
+
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
@@ -254,86 +254,6 @@ async fn fires_round(admin: &str, side: Side, source: &str, now: Timestamp) -> (
     (secs, lost == 0 && duplicates == 0 && bound)
 }
 
-/// Requests seen by the receiver, by the delivery id in `webhook-id`.
-#[derive(Default)]
-struct Tally {
-    by_id: HashMap<i64, u32>,
-    without_id: u64,
-}
-
-/// An HTTP endpoint on 127.0.0.1, on a thread and runtime of its own as a separate process would
-/// be, that counts each request by its `webhook-id` and answers 200 at once.
-struct Receiver {
-    url: String,
-    tally: Arc<Mutex<Tally>>,
-}
-
-impl Receiver {
-    fn start() -> Receiver {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let tally = Arc::new(Mutex::new(Tally::default()));
-        let counted = tally.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let app = axum::Router::new().fallback(move |headers: HeaderMap, _body: Bytes| {
-                    let counted = counted.clone();
-                    async move {
-                        let id = headers
-                            .get("webhook-id")
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(|v| v.parse::<i64>().ok());
-                        let mut t = counted.lock().unwrap();
-                        match id {
-                            Some(id) => *t.by_id.entry(id).or_default() += 1,
-                            None => t.without_id += 1,
-                        }
-                        StatusCode::OK
-                    }
-                });
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app).await.unwrap();
-            });
-        });
-        Receiver { url, tally }
-    }
-
-    /// What arrived since the last call.
-    fn take(&self) -> Tally {
-        std::mem::take(&mut *self.tally.lock().unwrap())
-    }
-}
-
-fn delivery_definitions(receiver: &str) -> String {
-    format!(
-        "version: 2
-source: {{ dsn_env: BENCH_SOURCE }}
-integrations:
-  hooks:
-    catalog: webhook
-    base_url: {receiver}/hooks
-    timeout_ms: 5000
-triggers:
-  signups:
-    sql: SELECT id, at FROM signup
-    event_time: at
-    key: [id]
-rules:
-  welcome:
-    trigger: signups
-    policy: once_ever
-    actions:
-      - action: hooks.send
-        params: {{ event_type: user.signed_up }}
-"
-    )
-}
-
 /// A control plane with the rule live, the signing secret stored and [`DELIVERIES`] fires with
 /// one delivery each, all due now (seeded as the superuser, then `ANALYZE`).
 async fn queued(
@@ -344,9 +264,14 @@ async fn queued(
 ) -> (String, String, Store) {
     let (admin_db, owner_url, store) = control_plane(admin, side).await;
     let now = Timestamp::now();
-    push::push(&store, WS, &delivery_definitions(&receiver.url), now)
-        .await
-        .unwrap();
+    push::push(
+        &store,
+        WS,
+        &support::receiver::definitions(&receiver.url),
+        now,
+    )
+    .await
+    .unwrap();
     rules::set_mode(&store, WS, "welcome", Mode::Live, now)
         .await
         .unwrap();

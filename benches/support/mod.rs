@@ -5,6 +5,8 @@
     reason = "each benchmark is its own crate and uses only part of this"
 )]
 
+pub mod receiver;
+
 use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;
