@@ -12,7 +12,7 @@
 //!
 //! Every round runs on a fresh control plane created, migrated and used by one role that owns the
 //! database and its tables and is neither a superuser nor `BYPASSRLS`, the way production runs.
-//! *On*, the tables are as migration 8 leaves them: row-level security enabled and forced, so
+//! *On*, the tables are as the migrations leave them: row-level security enabled and forced, so
 //! the policy `rowfire_admits(workspace_id)` binds every statement of that owner. *Off*, the same
 //! role then runs `ALTER TABLE … NO FORCE ROW LEVEL SECURITY` on every tenant table, so as their
 //! owner it skips the policies and nothing else changes: the same role, connections, privileges,
@@ -441,7 +441,7 @@ async fn main() {
     let source = source_data(&admin, now).await;
     let config = Config::default();
     println!(
-        "method: every round on a fresh PostgreSQL control plane on this machine, created, migrated and used by the non-superuser, non-BYPASSRLS owner role {OWNER}; RLS on = tables as migration 8 leaves them (enabled and forced, so the policies bind the owner), RLS off = the same role after ALTER TABLE … NO FORCE ROW LEVEL SECURITY on every tenant table (the owner skips the policies); each side checked by store::tenancy::check and by a count scoped to a workspace that owns nothing; rounds alternate off/on in pairs (off on, on off, …), {ROUNDS} of each side"
+        "method: every round on a fresh PostgreSQL control plane on this machine, created, migrated and used by the non-superuser, non-BYPASSRLS owner role {OWNER}; RLS on = tables as the migrations leave them (enabled and forced, so the policies bind the owner), RLS off = the same role after ALTER TABLE … NO FORCE ROW LEVEL SECURITY on every tenant table (the owner skips the policies); each side checked by store::tenancy::check and by a count scoped to a workspace that owns nothing; rounds alternate off/on in pairs (off on, on off, …), {ROUNDS} of each side"
     );
     println!(
         "fires: the real poller, batched claims, {ROWS} matching rows of a PostgreSQL source into an empty ledger, one once_ever rule with no actions, pages of 10,000"
