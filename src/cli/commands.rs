@@ -456,7 +456,10 @@ pub(crate) const MAX_WITHIN: SignedDuration = SignedDuration::from_hours(24 * 90
 pub(crate) fn parse_within(s: &str) -> Result<SignedDuration, String> {
     let within =
         parse_age(s).map_err(|_| format!("\"{s}\" is not a duration; use 90m, 3h or 2d"))?;
-    if within.is_zero() || within > MAX_WITHIN {
+    if within > MAX_WITHIN {
+        return Err(format!("--within may be at most 90d, found {s}"));
+    }
+    if within < SignedDuration::from_secs(1) {
         return Err(format!("--within must be from 1s to 90d, found {s}"));
     }
     Ok(within)

@@ -25,6 +25,7 @@ mod race;
 mod receiver;
 mod reminders;
 mod secrets;
+mod seeing;
 mod sending;
 mod source_sessions;
 mod sources;
