@@ -24,6 +24,7 @@ mod queue;
 mod race;
 mod receiver;
 mod reminders;
+mod sample_reminders;
 mod secrets;
 mod seeing;
 mod sending;
