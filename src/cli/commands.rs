@@ -185,8 +185,7 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
     },
-    /// List upcoming scheduled sends of time-anchored rules, soonest first (due time, anchor,
-    /// key, where the lead came from, state), and each anchored rule's last sweep and next one.
+    /// Upcoming sends of time-anchored rules, soonest first, and each anchored rule's sweep.
     ///
     /// Example: rowfire schedule meeting_nudge --within 3h
     Schedule {
@@ -449,20 +448,17 @@ pub(crate) fn parse_rows(s: &str) -> Result<usize, String> {
     bounded(s, "rows", 1, 100_000).map(|n| n as usize)
 }
 
-/// The furthest `schedule --within` looks ahead.
-pub(crate) const MAX_WITHIN: SignedDuration = SignedDuration::from_hours(24 * 90);
-
-/// `schedule --within`: `90m`, `3h`, `2d` …, from one second to [`MAX_WITHIN`].
+/// `schedule --within`: `90m`, `3h`, `2d` …, from one second to 90 days.
 pub(crate) fn parse_within(s: &str) -> Result<SignedDuration, String> {
-    let within =
-        parse_age(s).map_err(|_| format!("\"{s}\" is not a duration; use 90m, 3h or 2d"))?;
-    if within > MAX_WITHIN {
-        return Err(format!("--within may be at most 90d, found {s}"));
+    match parse_age(s).map_err(|_| format!("\"{s}\" is not a duration; use 90m, 3h or 2d"))? {
+        w if w > SignedDuration::from_hours(24 * 90) => {
+            Err(format!("--within may be at most 90d, found {s}"))
+        }
+        w if w < SignedDuration::from_secs(1) => {
+            Err(format!("--within must be from 1s to 90d, found {s}"))
+        }
+        w => Ok(w),
     }
-    if within < SignedDuration::from_secs(1) {
-        return Err(format!("--within must be from 1s to 90d, found {s}"));
-    }
-    Ok(within)
 }
 
 /// `--delivery-lease`: a duration of at most [`MAX_DELIVERY_LEASE`].
