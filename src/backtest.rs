@@ -12,12 +12,14 @@ use jiff::civil::Date;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::cadence::{self, Cadence, Placement, Skip};
+use crate::definitions::limits::MAX_LEAD;
 use crate::definitions::{Definitions, Problems};
 use crate::row::Row;
+use crate::schedule;
 use crate::source::{Source, SourceError};
-use crate::sql_guard::Window;
+use crate::sql_guard::{Shape, Window};
 
-pub use report::{DayCount, Report, Sample, ZeroRun};
+pub use report::{ANCHORED_CAVEAT, CAVEAT, DayCount, Report, Sample, ZeroRun};
 
 /// What a backtest could not do.
 #[derive(Debug, thiserror::Error)]
@@ -148,7 +150,10 @@ pub async fn run(
     opts: &Options,
 ) -> Result<Report, BacktestError> {
     let (rule, trigger) = defs.rule_and_trigger(rule_name)?;
-    let shape = trigger.shape();
+    let anchor = match &rule.cadence {
+        Cadence::Anchored(a) => Some(a),
+        _ => None,
+    };
     let since = opts
         .now
         .checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days)))
@@ -157,8 +162,35 @@ pub async fn run(
         since,
         until: opts.now,
     };
+    // A time-anchored rule sends at its anchor minus its lead: the rows read are those whose
+    // anchor (the sweep's clock) may put a send's due time in the window, and each send is
+    // counted on the day it is due.
+    let (shape, read) = match anchor {
+        Some(a) => {
+            let lead = if a.lead_column.is_some() {
+                MAX_LEAD.max(a.lead)
+            } else {
+                a.lead
+            };
+            let shape = Shape {
+                clock: &a.column,
+                key: &trigger.key,
+            };
+            let until = opts.now.checked_add(lead).unwrap_or(opts.now);
+            (shape, Window { since, until })
+        }
+        None => (trigger.shape(), window),
+    };
+    let due_of = |row: &Row| {
+        let (clock, a) = (row.clock?, anchor?);
+        Some(
+            clock
+                .checked_sub(schedule::lead_of(a, row).0)
+                .unwrap_or(clock),
+        )
+    };
     let started = Instant::now();
-    let query = source.prepare(defs, trigger, window).await?;
+    let query = source.prepare(defs, trigger, read).await?;
 
     let tz = rule.cadence.time_zone();
     let first_day = since.to_zoned(tz.clone()).date();
@@ -177,14 +209,18 @@ pub async fn run(
     let mut samples: Vec<Option<Sample>> = vec![None; slices];
 
     let mut sim = Simulator::new(&rule.cadence, &trigger.key, &trigger.occurrence);
-    let mut reader = source.read_window(&query, shape, window).await?;
+    let mut reader = source.read_window(&query, shape, read).await?;
     while let Some(page) = reader.next_page().await? {
         for row in &page {
+            let due = due_of(row);
+            if due.is_some_and(|d| d < window.since || d >= window.until) {
+                continue;
+            }
             report.rows_matched += 1;
             match sim.evaluate(row) {
                 Outcome::Fired { key, bucket } => {
                     report.fires += 1;
-                    let clock = row.clock.expect("a fired row has a clock");
+                    let clock = due.or(row.clock).expect("a fired row has a clock");
                     let day = clock.to_zoned(tz.clone()).date();
                     if let Some(n) = per_day.get_mut(days_between(first_day, day) as usize) {
                         *n += 1;
@@ -211,13 +247,16 @@ pub async fn run(
     report.pages = reader.pages();
     reader.finish().await;
     // Rows with a NULL key are left out of every page (they cannot be paged by key); count them.
-    let null_keys = source.count_null_keys(&query, shape, window).await?;
+    let null_keys = source.count_null_keys(&query, shape, read).await?;
     report.null_key_rows += null_keys;
     report.rows_matched += null_keys;
-    report.null_clock_rows += source.count_null_clocks(&query, shape, window).await?;
-    report.unreadable_clocks = source
-        .count_unreadable_clocks(&query, shape, window)
-        .await?;
+    let null_clocks = source.count_null_clocks(&query, shape, read).await?;
+    // For a time-anchored rule the clock read is the anchor: a NULL one is a NULL anchor.
+    match anchor {
+        Some(_) => report.null_anchor_rows += null_clocks,
+        None => report.null_clock_rows += null_clocks,
+    }
+    report.unreadable_clocks = source.count_unreadable_clocks(&query, shape, read).await?;
     report.distinct_keys = sim.distinct_keys();
     report.query_ms = started.elapsed().as_millis() as u64;
     report.samples = samples.into_iter().flatten().collect();

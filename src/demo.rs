@@ -17,6 +17,9 @@ use crate::fixture::{self, FixtureError, SAMPLE_DEFINITIONS};
 use crate::poll::{self, Poller};
 use crate::push::{self, PushError};
 use crate::rules::{self, Mode};
+use crate::send::client::Client;
+use crate::send::egress::Policy;
+use crate::send::sender::{self, Sender};
 use crate::source::{Source, SourceError};
 use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
 
@@ -79,6 +82,21 @@ pub struct Demo {
 }
 
 impl Demo {
+    /// A sender on the demo's control plane: it delivers the reminders to the Demo inbox when
+    /// they fall due (the sample's only destination, so every outbound address is refused).
+    /// It rechecks a reminder's row on the sample database just before sending.
+    pub fn sender(&self, clock: Clock) -> Sender {
+        let url = self.sample_url.clone();
+        Sender::new(
+            self.store.clone(),
+            Client::new(Policy::parse("", true).expect("the inbox-only policy")),
+            clock,
+            Err("the demo sends only to the Demo inbox".into()),
+            sender::Config::default(),
+        )
+        .with_recheck(Arc::new(move |_| Some(url.clone())))
+    }
+
     /// A worker's poller on the demo's control plane, reading the sample database.
     pub fn poller(&self, clock: Clock) -> Poller {
         let url = self.sample_url.clone();
@@ -166,6 +184,7 @@ impl Demo {
             format!("cd {}", shell_word(&self.dir.display().to_string())),
             format!("{invocation} status"),
             format!("{invocation} worker --once"),
+            format!("{invocation} schedule --within 3h --now {now}"),
             format!(
                 "SAMPLE_DATABASE_URL={} {invocation} backtest billing_ticket -f definitions.yaml --days {DEMO_DAYS} --now {now}",
                 shell_word(&self.sample_url)

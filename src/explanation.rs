@@ -9,6 +9,7 @@ use crate::cadence::{self, Placement};
 use crate::definitions::{DEFAULT_SOURCE, Definitions};
 use crate::ledger::{self, Fire};
 use crate::poll::DsnResolver;
+use crate::schedule::upcoming::{self, ScheduledSend};
 use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
 use crate::store::WorkspaceId;
@@ -33,6 +34,10 @@ pub struct Explanation {
     pub days: u32,
     /// Rows of the whole query whose clock is not a time (they never fire, whatever their key).
     pub unreadable_clocks: UnreadableClocks,
+    /// A time-anchored rule's sends for this key, in the order they were made: scheduled,
+    /// moved (a cancelled send for the old instant, a new one for the new) and cancelled.
+    /// `None` for other rules.
+    pub sends: Option<Vec<ScheduledSend>>,
 }
 
 /// One recent row of the key.
@@ -130,6 +135,20 @@ pub async fn why(
         |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
     )
     .map_err(|e| e.to_string())?;
+    let sends = match rule.cadence {
+        cadence::Cadence::Anchored(_) => {
+            let q = upcoming::Query {
+                rule: Some(rule_name),
+                key: Some(&key),
+                ..Default::default()
+            };
+            let found = upcoming::sends(&mut tx, workspace, &q)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some(found)
+        }
+        _ => None,
+    };
     tx.rollback().await.map_err(|e| e.to_string())?;
 
     let mut explanation = Explanation {
@@ -141,6 +160,7 @@ pub async fn why(
         rows_unavailable: None,
         days,
         unreadable_clocks: UnreadableClocks::default(),
+        sends,
     };
     let def = defs
         .source(&trigger.source)
@@ -241,6 +261,9 @@ impl fmt::Display for Explanation {
                 fire.fired_at
             )?;
         }
+        if let Some(sends) = &self.sends {
+            write_sends(f, sends)?;
+        }
         for (mode, count) in &self.occurrences {
             writeln!(f, "  {count} occurrence(s) counted in {mode}")?;
         }
@@ -290,6 +313,38 @@ impl fmt::Display for Explanation {
         }
         Ok(())
     }
+}
+
+/// A time-anchored rule's sends for one key: anchor, due, lead source, mode, status and reason.
+fn write_sends(f: &mut fmt::Formatter<'_>, sends: &[ScheduledSend]) -> fmt::Result {
+    if sends.is_empty() {
+        return writeln!(f, "  no scheduled sends");
+    }
+    let at = |t: Timestamp| t.strftime("%Y-%m-%d %H:%M:%SZ").to_string();
+    writeln!(f, "  scheduled sends, in the order they were made:")?;
+    for s in sends {
+        let reason = s
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        let when = match (s.sent_at, s.unscheduled_at) {
+            (Some(t), _) => format!(" at {}", at(t)),
+            (None, Some(t)) => format!(" by the sweep at {}", at(t)),
+            _ => String::new(),
+        };
+        writeln!(
+            f,
+            "  #{:<7} anchor {}  due {}  lead {:<7}  {:<6}  {}{reason}{when}",
+            s.id,
+            at(s.anchor_at),
+            at(s.due_at),
+            s.lead_from.map_or("-", |l| l.as_str()),
+            s.mode.to_string(),
+            s.status,
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -28,7 +28,9 @@ macro_rules! println {
 
 mod cli;
 use cli::commands::Command;
-use cli::{definitions, deliveries, demo, integrations, sources, worker, workspace, workspaces};
+use cli::{
+    definitions, deliveries, demo, integrations, schedule, sources, worker, workspace, workspaces,
+};
 
 /// Rowfire turns rows in your database into actions, exactly once per rule, per key, per period.
 #[derive(Parser)]
@@ -110,6 +112,12 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
             };
             worker::worker(&config, opts).await
         }
+        Command::Schedule {
+            rule,
+            within,
+            limit,
+            now,
+        } => schedule::run(&config, rule.as_deref(), within, limit, at(now)).await,
         Command::Deliveries {
             show,
             rule,

@@ -6,6 +6,8 @@
 //! reinstates the send a sweep had cancelled. Only after the whole look-ahead was read does
 //! [`cancel_unseen`] cancel what the read no longer holds: a failed sweep cancels nothing.
 
+pub mod upcoming;
+
 use std::collections::{BTreeMap, HashSet};
 
 use jiff::{SignedDuration, Timestamp};

@@ -14,6 +14,9 @@ use crate::sql_guard::Window;
 /// What every backtest says about its own numbers.
 pub const CAVEAT: &str = "This is a floor, not a replay: rows are evaluated as they are now and placed in time by their clock column, so rows that have since changed or been deleted, and keys that fired before the window, are not seen.";
 
+/// What a backtest of a time-anchored rule adds about its numbers.
+pub const ANCHORED_CAVEAT: &str = "Sends are counted on the day they fall due (anchor minus lead), one per key and anchor instant, from the rows as they are now: anchors that were moved or cancelled since cannot be replayed from today's rows, so their sends (and the cancellations) are not seen.";
+
 /// Fires on one local day.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DayCount {
@@ -99,6 +102,9 @@ pub struct Report {
     pub samples: Vec<Sample>,
     /// What the numbers are not.
     pub caveat: &'static str,
+    /// For a time-anchored rule (whose fires are sends, counted by due day): what replaying
+    /// anchors cannot show.
+    pub anchored_caveat: Option<&'static str>,
 }
 
 impl Report {
@@ -120,6 +126,8 @@ impl Report {
             since: window.since.to_string(),
             until: window.until.to_string(),
             caveat: CAVEAT,
+            anchored_caveat: matches!(rule.cadence, crate::cadence::Cadence::Anchored(_))
+                .then_some(ANCHORED_CAVEAT),
             ..Report::default()
         }
     }
@@ -167,9 +175,23 @@ impl Report {
     /// One line: "billing_ticket: 211 rows matched → 105 fires over 120 days (…)".
     pub fn headline(&self) -> String {
         format!(
-            "{}: {} rows matched → {} fires over {} days ({})",
-            self.rule, self.rows_matched, self.fires, self.days, self.cadence
+            "{}: {} rows matched → {} {} over {} days ({})",
+            self.rule,
+            self.rows_matched,
+            self.fires,
+            self.fires_word(),
+            self.days,
+            self.cadence
         )
+    }
+
+    /// What a fire is called: a time-anchored rule's fires are sends, counted by due day.
+    fn fires_word(&self) -> &'static str {
+        if self.anchored_caveat.is_some() {
+            "sends"
+        } else {
+            "fires"
+        }
     }
 
     /// Fires per day as a terminal sparkline: `·` is a day with no fires, `▁` the quietest day
@@ -207,7 +229,7 @@ impl fmt::Display for Report {
             writeln!(f, "  {label:<22}{n:>9}{note}")
         };
         line(f, "rows matched", self.rows_matched, "")?;
-        line(f, "fires", self.fires, "")?;
+        line(f, self.fires_word(), self.fires, "")?;
         line(f, "collapsed by cadence", self.collapsed, "")?;
         line(f, "distinct keys", self.distinct_keys, "")?;
         line(
@@ -246,7 +268,14 @@ impl fmt::Display for Report {
             )?;
         }
         writeln!(f)?;
-        writeln!(f, "fires per day ({}; · = none):", self.time_zone)?;
+        match self.anchored_caveat {
+            Some(_) => writeln!(
+                f,
+                "sends per day, by due time ({}; · = none):",
+                self.time_zone
+            )?,
+            None => writeln!(f, "fires per day ({}; · = none):", self.time_zone)?,
+        }
         let spark: Vec<char> = self.sparkline().chars().collect();
         for (chunk, days) in spark.chunks(60).zip(self.per_day.chunks(60)) {
             writeln!(
@@ -283,7 +312,11 @@ impl fmt::Display for Report {
             }
         }
         writeln!(f)?;
-        writeln!(f, "{}", self.caveat)
+        writeln!(f, "{}", self.caveat)?;
+        if let Some(c) = self.anchored_caveat {
+            writeln!(f, "{c}")?;
+        }
+        Ok(())
     }
 }
 

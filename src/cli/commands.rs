@@ -185,6 +185,22 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 30, value_parser = parse_days)]
         days: u32,
     },
+    /// Upcoming sends of time-anchored rules, soonest first, and each anchored rule's sweep.
+    ///
+    /// Example: rowfire schedule meeting_nudge --within 3h
+    Schedule {
+        /// Only this anchored rule.
+        rule: Option<String>,
+        /// How far ahead from now to list sends due (at most 90d).
+        #[arg(long, default_value = "3h", value_parser = parse_within)]
+        within: SignedDuration,
+        /// At most this many sends (up to 10000).
+        #[arg(long, default_value_t = 100, value_parser = parse_limit)]
+        limit: i64,
+        /// The start of the window (RFC 3339 or YYYY-MM-DD); default now.
+        #[arg(long, value_parser = parse_now)]
+        now: Option<Timestamp>,
+    },
     /// List deliveries, newest first, or show one.
     ///
     /// Example: rowfire deliveries --rule billing_ticket --status failed
@@ -430,6 +446,19 @@ pub(crate) fn parse_sample(s: &str) -> Result<usize, String> {
 /// `fixture simulate --rows`: 1 to 100000 rows.
 pub(crate) fn parse_rows(s: &str) -> Result<usize, String> {
     bounded(s, "rows", 1, 100_000).map(|n| n as usize)
+}
+
+/// `schedule --within`: `90m`, `3h`, `2d` …, from one second to 90 days.
+pub(crate) fn parse_within(s: &str) -> Result<SignedDuration, String> {
+    match parse_age(s).map_err(|_| format!("\"{s}\" is not a duration; use 90m, 3h or 2d"))? {
+        w if w > SignedDuration::from_hours(24 * 90) => {
+            Err(format!("--within may be at most 90d, found {s}"))
+        }
+        w if w < SignedDuration::from_secs(1) => {
+            Err(format!("--within must be from 1s to 90d, found {s}"))
+        }
+        w => Ok(w),
+    }
 }
 
 /// `--delivery-lease`: a duration of at most [`MAX_DELIVERY_LEASE`].

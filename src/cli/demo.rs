@@ -63,6 +63,10 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
         rowfire.command,
         demo::shell_word(&made.sample_url)
     );
+    println!(
+        "It books, moves and cancels meetings too; `{} schedule` then shows the reminders queued, moved and cancelled.",
+        rowfire.command
+    );
     println!("ctrl-c stops it.");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signalled = super::worker::shutdown_signal();
@@ -70,13 +74,20 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
         signalled.await;
         let _ = stop_tx.send(true);
     });
-    poller
-        .run_until(stop_rx, |r| {
-            if r.fired > 0 {
-                print!("{r}")
-            }
-        })
-        .await;
+    // The poller sweeps the reminders into the queue; the sender delivers them when due.
+    let sender = made.sender(clock.clone());
+    let sending = sender.run_until(stop_rx.clone());
+    let polling = poller.run_until(stop_rx, |r| {
+        let swept = r.sweeps.iter().any(|(_, s)| {
+            s.as_ref().map_or(true, |s| {
+                s.queued + s.moved + s.reinstated + s.cancelled_moved + s.cancelled_gone > 0
+            })
+        });
+        if r.fired > 0 || swept {
+            print!("{r}")
+        }
+    });
+    tokio::join!(sending, polling);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -103,7 +114,7 @@ pub(crate) async fn fixture(command: FixtureCommand) -> Result<ExitCode> {
         FixtureCommand::Simulate { into, rows } => {
             let added = fixture::simulate(&into, now(), rows).await?;
             println!(
-                "added {added} row(s) of fresh activity; a running worker fires on them at its next poll"
+                "added fresh activity ({added} statements: declined payments, a detractor, and a meeting moved, one cancelled and one booked); a running worker fires on them and sweeps the reminders at its next poll"
             );
         }
         FixtureCommand::Load { into, now } => {

@@ -238,6 +238,82 @@ async fn backtest_counts_equal_plain_sql_over_the_sample_on_postgres() {
     backtest_counts_match_sql(&pg.url, expected, &defs, &source).await;
 }
 
+/// The sample's reminders, counted from the generated rows: one send per booked meeting (open
+/// follow-up) whose start minus its own minutes, else ten (due time minus an hour), fell in the
+/// window, per UTC day.
+fn expected_sends(data: &Dataset) -> [(u64, Vec<(String, u64)>); 2] {
+    let count = |dues: Vec<Timestamp>| {
+        let mut days = std::collections::BTreeMap::new();
+        for due in dues.iter().filter(|d| **d >= since() && **d < now()) {
+            let day = due.to_zoned(TimeZone::UTC).date().to_string();
+            *days.entry(day).or_insert(0u64) += 1;
+        }
+        (days.values().sum(), days.into_iter().collect())
+    };
+    let table = |name: &str| {
+        let t = data.table(name);
+        let cols: Vec<&str> = t.columns.iter().map(|(c, _)| *c).collect();
+        t.rows
+            .iter()
+            .map(|r| cols.iter().copied().zip(r.iter().cloned()).collect())
+            .collect::<Vec<std::collections::HashMap<&str, Value>>>()
+    };
+    let mins = SignedDuration::from_mins;
+    let meetings = table("meetings")
+        .into_iter()
+        .filter(|m| m["status"] == Value::Text("booked".into()))
+        .filter_map(|m| match (&m["starts_at"], &m["lead_minutes"]) {
+            (Value::Timestamp(at), Value::Int(lead)) => Some(*at - mins(*lead)),
+            (Value::Timestamp(at), _) => Some(*at - mins(10)),
+            _ => None,
+        })
+        .collect();
+    let follow_ups = table("follow_ups")
+        .into_iter()
+        .filter(|f| f["done"] == Value::Bool(false))
+        .filter_map(|f| match &f["due_at"] {
+            Value::Timestamp(at) => Some(*at - mins(60)),
+            _ => None,
+        })
+        .collect();
+    [count(meetings), count(follow_ups)]
+}
+
+async fn anchored_sample_backtests_count_the_sends_due_in_the_window(url: &str) {
+    let (data, defs, source) = sample_source(url, 10_000).await;
+    let expected = expected_sends(&data);
+    assert!(
+        expected[0].0 > 10,
+        "the sample calendar is too thin: {expected:?}"
+    );
+    for (rule, (sends, days)) in ["meeting_nudge", "follow_up_reminder"].iter().zip(expected) {
+        let r = run(&defs, &source, rule).await;
+        assert_eq!((r.fires, r.rows_matched), (sends, sends), "{rule}: {r}");
+        let counted: Vec<(String, u64)> = r
+            .per_day
+            .iter()
+            .filter(|d| d.fires > 0)
+            .map(|d| (d.date.clone(), d.fires))
+            .collect();
+        assert_eq!(counted, days, "{rule}");
+        assert!(r.anchored_caveat.is_some() && r.headline().contains(" sends over "));
+    }
+}
+
+#[tokio::test]
+async fn anchored_sample_backtests_count_the_sends_due_in_the_window_on_sqlite() {
+    let db = TestSqlite::new();
+    anchored_sample_backtests_count_the_sends_due_in_the_window(&db.url).await;
+}
+
+#[tokio::test]
+async fn anchored_sample_backtests_count_the_sends_due_in_the_window_on_postgres() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    anchored_sample_backtests_count_the_sends_due_in_the_window(&pg.url).await;
+}
+
 #[tokio::test]
 async fn the_same_sample_gives_the_same_report_on_both_engines() {
     let Some(pg) = TestPg::new().await else {

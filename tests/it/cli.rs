@@ -31,9 +31,10 @@ fn validate_reports_three_independent_mistakes_at_once_with_their_paths() {
             "    trigger: enterprise_signup\n",
             "    trigger: enterprise_sign_up\n",
         )
-        .replace(
+        .replacen(
             "    key: [meeting_id]",
             "    key: [meeting_id]\n    lookbak: 5m",
+            1,
         );
     let file = dir.path().join("broken.yaml");
     std::fs::write(&file, broken).unwrap();
@@ -47,7 +48,7 @@ fn validate_reports_three_independent_mistakes_at_once_with_their_paths() {
         ),
         "{err}"
     );
-    assert!(err.contains("rules.enterprise_announcement.trigger: unknown trigger \"enterprise_sign_up\"; known triggers: declined_charge, enterprise_signup_naive, enterprise_signup, detractor, meeting_changed"), "{err}");
+    assert!(err.contains("rules.enterprise_announcement.trigger: unknown trigger \"enterprise_sign_up\"; known triggers: declined_charge, enterprise_signup_naive, enterprise_signup, detractor, meeting_changed, meeting_booked, follow_up_open"), "{err}");
     assert!(
         err.contains("triggers.meeting_changed.lookbak: unknown key; did you mean \"lookback\"?"),
         "{err}"
@@ -66,7 +67,7 @@ async fn validate_checks_columns_when_the_source_is_reachable() {
         stdout
             .matches("columns ok on default (sqlite:sample.db)")
             .count(),
-        5,
+        7,
         "{stdout}"
     );
 
@@ -349,7 +350,7 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     let (stdout, stderr) = text(&push);
     assert!(push.status.success(), "{stderr}");
     assert!(
-        stdout.contains("pushed version 1") && stdout.contains("6 new rule(s), in shadow"),
+        stdout.contains("pushed version 1") && stdout.contains("8 new rule(s), in shadow"),
         "{stdout}"
     );
     let pull = rowfire(&["pull"], &env);

@@ -51,8 +51,8 @@ async fn push_stores_versions_and_pull_returns_them_byte_for_byte(url: &str) {
         .await
         .unwrap();
     assert_eq!((first.version, first.unchanged), (1, false));
-    assert_eq!(first.new_triggers.len(), 5);
-    assert_eq!(first.new_rules.len(), 6);
+    assert_eq!(first.new_triggers.len(), 7);
+    assert_eq!(first.new_rules.len(), 8);
     let again = push::push(&store, WS, SAMPLE_DEFINITIONS, now())
         .await
         .unwrap();

@@ -117,7 +117,7 @@ async fn a_new_trigger_fires_nothing_on_its_first_poll(url: &str) {
     let w = World::new(url, SAMPLE_DEFINITIONS).await;
     w.clock.advance(SignedDuration::from_mins(1));
     let reports = w.poll().await;
-    assert_eq!(reports.len(), 5, "every trigger was due");
+    assert_eq!(reports.len(), 7, "every trigger was due");
     for r in &reports {
         assert_eq!(r.fired, 0, "{r}");
     }
