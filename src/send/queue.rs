@@ -250,31 +250,57 @@ pub async fn due_counts(
     counted.await.map_err(|e| store.error(e))
 }
 
-/// When the next pending delivery becomes claimable, across workspaces (reads the partial index
-/// over pending rows): how long an idle sender may sleep.
+/// When the next pending delivery becomes claimable, across workspaces: how long an idle sender
+/// may sleep. Among the earliest 500 pending deliveries whose integration is not disabled, the
+/// earliest moment one is due, its lease has lapsed and its integration's pause has ended.
+///
+/// No delivery becomes claimable before its due time, so only the first such delivery in due
+/// order and those due before the moment it becomes claimable (leased or paused ones) can hold
+/// the answer: an idle queue reads one row of the partial index over pending deliveries and an
+/// empty range after it, however many sends are stored for later.
 pub async fn next_due(store: &Store) -> Result<Option<Timestamp>, StoreError> {
+    static PG: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| next_due_sql(Engine::Postgres));
+    static SQLITE: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| next_due_sql(Engine::Sqlite));
+    let sql: &str = match store.engine() {
+        Engine::Postgres => &PG,
+        Engine::Sqlite => &SQLITE,
+    };
     let next = async {
-        let greatest = match store.engine() {
-            Engine::Postgres => "GREATEST",
-            Engine::Sqlite => "MAX",
-        };
-        // A delivery is next claimable when it is due, its lease has lapsed and its
-        // integration's pause has ended; a disabled integration's deliveries are not counted.
-        // Only the earliest 500 pending are looked at, so a large backlog costs nothing here.
-        let sql = format!(
-            "SELECT MIN({greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at))) AS next
-             FROM (SELECT workspace_id, integration, due_at, lease_expires_at FROM delivery
-                   WHERE status = 'pending' ORDER BY due_at LIMIT 500) d
-             LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
-             WHERE s.disabled_at IS NULL"
-        );
         let mut tx = store.begin_unscoped(Unscoped::Look).await?;
-        let next = fetch_all!(&mut tx, &sql, [], |r| r
-            .try_get::<Option<DbTime>, _>("next"))?;
+        let next = fetch_all!(&mut tx, sql, [], |r| r.try_get::<Option<DbTime>, _>("next"))?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(next.into_iter().flatten().next().map(|t| t.0))
     };
     next.await.map_err(|e| store.error(e))
+}
+
+fn next_due_sql(engine: Engine) -> String {
+    let (greatest, least) = match engine {
+        Engine::Postgres => ("GREATEST", "LEAST"),
+        Engine::Sqlite => ("MAX", "MIN"),
+    };
+    let claimable = format!(
+        "{greatest}(d.due_at, COALESCE(d.lease_expires_at, d.due_at), COALESCE(s.paused_until, d.due_at))"
+    );
+    // `pending` is the earliest pending deliveries (at most 500), in due order, from `bound`.
+    let pending = |bound: &str| {
+        format!(
+            "(SELECT id, workspace_id, integration, due_at, lease_expires_at FROM delivery
+              WHERE status = 'pending'{bound} ORDER BY due_at, id LIMIT 500) d
+             LEFT JOIN integration_state s ON s.workspace_id = d.workspace_id AND s.name = d.integration
+             WHERE s.disabled_at IS NULL"
+        )
+    };
+    // `head`: when the first delivery (in due order) of an integration not disabled becomes
+    // claimable. Only deliveries due before that can become claimable sooner.
+    format!(
+        "WITH head AS (SELECT {claimable} AS at FROM {} ORDER BY d.due_at, d.id LIMIT 1)
+         SELECT COALESCE({least}((SELECT at FROM head), (SELECT MIN({claimable}) FROM {})), (SELECT at FROM head)) AS next",
+        pending(""),
+        pending(" AND due_at < (SELECT at FROM head)")
+    )
 }
 
 /// How a send ended.
