@@ -23,7 +23,7 @@ use sqlx::{Connection, SqliteConnection};
 use crate::support::{TestSqlite, now};
 
 /// The definitions, the rule's recheck set to `recheck`.
-fn definitions(recheck: bool) -> String {
+pub(crate) fn definitions(recheck: bool) -> String {
     DEFINITIONS.replace("RECHECK", &recheck.to_string())
 }
 

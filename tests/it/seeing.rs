@@ -22,28 +22,14 @@ use sqlx::{Connection, SqliteConnection};
 use crate::cli::{rowfire, text};
 use crate::support::{TestSqlite, now};
 
-const DEFINITIONS: &str = "version: 2
-source: { type: sqlite, dsn_env: MEETINGS_URL }
-integrations:
-  inbox: { catalog: demo_inbox }
-triggers:
-  meetings:
-    sql: SELECT id, title, starts_at, reminder_minutes FROM meeting WHERE cancelled = 0
-    event_time: starts_at
-    key: [id]
-    poll_interval: 1m
-rules:
-  nudge:
-    trigger: meetings
-    anchor: { column: starts_at, lead_column: reminder_minutes, interval: 1m, recheck: false }
-    actions:
-      - action: inbox.chat_message
-        recipient: team
-        params: { text: \"{{ title }} starts soon\" }
-  booked:
-    trigger: meetings
-    policy: once_ever
-";
+/// The reminders suite's definitions (`nudge`, no recheck) plus a plain rule on the same
+/// trigger, `booked`, that `schedule` must leave out.
+fn definitions_text() -> String {
+    format!(
+        "{}  booked:\n    trigger: meetings\n    policy: once_ever\n",
+        crate::reminders::definitions(false)
+    )
+}
 
 fn at(m: i64) -> Timestamp {
     now() + SignedDuration::from_mins(m)
@@ -74,14 +60,16 @@ impl Desk {
         .unwrap();
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
+        push::push(&store, WS, &definitions_text(), now())
+            .await
+            .unwrap();
         rules::set_mode(&store, WS, "nudge", Mode::Live, now())
             .await
             .unwrap();
         let clock = Clock::fixed(now());
         let dsn: poll::DsnResolver = Arc::new(move |_| Some(desk_source.clone()));
         let poller = Poller::new(store.clone(), "desk", clock.clone(), dsn);
-        let defs = definitions::parse(DEFINITIONS).unwrap();
+        let defs = definitions::parse(&definitions_text()).unwrap();
         Desk {
             store,
             clock,
