@@ -414,12 +414,7 @@ async fn peer(admin: &str) -> Option<f64> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
-        )
-        .init();
+    support::init_logging();
     let admin = support::admin_url();
     let key = MasterKey::generate();
     let receiver = Receiver::start();

@@ -428,12 +428,7 @@ fn verdict(what: &str, n: i64, secs: &[(Side, f64)]) -> bool {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
-        )
-        .init();
+    support::init_logging();
     let admin = support::admin_url();
     let now: Timestamp = "2026-11-29T00:00:00Z".parse().unwrap();
     let key = MasterKey::generate();

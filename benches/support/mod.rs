@@ -85,3 +85,13 @@ pub async fn fresh_owned_database(admin: &str, db: &str, role: &str) -> (String,
     .unwrap();
     (admin_db, url_as(admin, db, role))
 }
+
+/// Logs warnings (and sqlx errors) to stderr, or what `RUST_LOG` asks for.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
+        )
+        .init();
+}
