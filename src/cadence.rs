@@ -77,6 +77,16 @@ pub struct Anchor {
     pub recheck: bool,
 }
 
+impl Anchor {
+    /// How often the look-ahead is actually swept: its `interval`, or sooner when the
+    /// look-ahead is too short for it (look-ahead minus lead, at least a minute), so every
+    /// anchor is read by some sweep before its send falls due at the rule's lead.
+    pub fn sweep_every(&self) -> SignedDuration {
+        let covered = (self.look_ahead - self.lead).max(SignedDuration::from_mins(1));
+        self.interval.min(covered)
+    }
+}
+
 /// How often one key of a rule may fire.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cadence {

@@ -209,6 +209,19 @@ impl Definitions {
         self.triggers.iter().find(|t| t.name == name)
     }
 
+    /// How often `trigger` is polled: its `poll_interval`, or sooner when a time-anchored rule
+    /// on it sweeps more often (a sweep runs inside its trigger's poll).
+    pub fn poll_every(&self, trigger: &Trigger) -> jiff::SignedDuration {
+        self.rules
+            .iter()
+            .filter(|r| r.trigger == trigger.name)
+            .filter_map(|r| match &r.cadence {
+                crate::cadence::Cadence::Anchored(a) => Some(a.sweep_every()),
+                _ => None,
+            })
+            .fold(trigger.poll_interval, jiff::SignedDuration::min)
+    }
+
     /// A rule by name.
     pub fn rule(&self, name: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.name == name)

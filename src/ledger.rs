@@ -257,18 +257,21 @@ pub async fn fires(
     )
 }
 
-/// The dedup key of one fire, if it exists in the workspace.
-pub async fn key_of(
+/// The dedup keys of `fires` that exist in the workspace, by fire id, in one statement.
+pub async fn keys_of(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,
-    fire_id: i64,
-) -> Result<Option<String>, sqlx::Error> {
-    Ok(fetch_all!(
+    fires: &[i64],
+) -> Result<HashMap<i64, String>, sqlx::Error> {
+    let rows = Rows::new().int("id", fires.iter().copied());
+    Ok(fetch_with_rows(
         tx,
-        "SELECT dedup_key FROM fire WHERE workspace_id = $1 AND id = $2",
-        [workspace, fire_id],
-        |r| r.try_get::<String, _>("dedup_key")
-    )?
+        &rows,
+        &[Arg::Text(workspace.to_string())],
+        "SELECT f.id, f.dedup_key FROM u JOIN fire f ON f.workspace_id = $1 AND f.id = u.id",
+        |r| Ok((r.try_get::<i64, _>("id")?, r.try_get::<String, _>("dedup_key")?)),
+    )
+    .await?
     .into_iter()
-    .next())
+    .collect())
 }

@@ -410,36 +410,104 @@ pub async fn record(
     Ok(())
 }
 
-/// Whether `source` still holds the row of `key` anchored at `at` (read by the anchor's exact
-/// instant, so it is one indexed lookup where the anchor column is indexed): the recheck just
-/// before a time-anchored send goes.
+/// Two rechecked instants further apart than this are read as separate windows.
+const RECHECK_GAP: SignedDuration = SignedDuration::from_secs(1);
+/// No recheck window spans more than this.
+const RECHECK_SPAN: SignedDuration = SignedDuration::from_secs(10);
+
+/// Which of `wanted` (a key and the anchor instant its send was scheduled for) `source` still
+/// holds: the recheck just before time-anchored sends go. One read covers every instant of a
+/// cluster (instants at most a second apart, a cluster at most ten seconds long), so a batch
+/// of sends due together costs one indexed read where the anchor column is indexed, not one
+/// per send. `query` is the trigger's, prepared on this source.
 pub async fn still_there(
     source: &crate::source::Source,
-    defs: &crate::definitions::Definitions,
+    query: &crate::sql_guard::CheckedQuery,
     trigger: &crate::definitions::Trigger,
     anchor: &Anchor,
-    key: &str,
-    at: Timestamp,
-) -> Result<bool, crate::source::SourceError> {
-    let window = crate::sql_guard::Window {
-        since: at,
-        until: later(at, SignedDuration::from_micros(1)),
-    };
-    let query = source.prepare(defs, trigger, window).await?;
+    wanted: &[(String, Timestamp)],
+) -> Result<HashSet<(String, Timestamp)>, crate::source::SourceError> {
+    let wanted_set: HashSet<(&str, Timestamp)> =
+        wanted.iter().map(|(k, at)| (k.as_str(), *at)).collect();
+    let mut instants: Vec<Timestamp> = wanted.iter().map(|(_, at)| *at).collect();
+    instants.sort_unstable();
+    instants.dedup();
     let shape = crate::sql_guard::Shape {
         clock: &anchor.column,
         key: &trigger.key,
     };
-    let mut reader = source.read_window(&query, shape, window).await?;
-    let mut found = false;
-    while let Some(page) = reader.next_page().await? {
-        found = page.iter().any(|r| {
-            r.clock == Some(at) && cadence::dedup_key(r, &trigger.key).is_ok_and(|k| k == key)
-        });
-        if found {
-            break;
+    let mut found = HashSet::new();
+    for window in recheck_windows(&instants) {
+        let mut reader = source.read_window(query, shape, window).await?;
+        while let Some(page) = reader.next_page().await? {
+            for r in &page {
+                let Some(at) = r.clock else { continue };
+                if let Ok(k) = cadence::dedup_key(r, &trigger.key)
+                    && wanted_set.contains(&(k.as_str(), at))
+                {
+                    found.insert((k, at));
+                }
+            }
         }
+        reader.finish().await;
     }
-    reader.finish().await;
     Ok(found)
+}
+
+/// The windows that read sorted, distinct `instants`: each covers a run of instants at most
+/// [`RECHECK_GAP`] apart and at most [`RECHECK_SPAN`] long, up to a microsecond past its last.
+fn recheck_windows(instants: &[Timestamp]) -> Vec<crate::sql_guard::Window> {
+    let mut windows: Vec<crate::sql_guard::Window> = Vec::new();
+    let mut last: Option<Timestamp> = None;
+    for &at in instants {
+        let until = later(at, SignedDuration::from_micros(1));
+        match windows.last_mut() {
+            Some(w)
+                if last.is_some_and(|l| l.duration_until(at) <= RECHECK_GAP)
+                    && w.since.duration_until(at) <= RECHECK_SPAN =>
+            {
+                w.until = until;
+            }
+            _ => windows.push(crate::sql_guard::Window { since: at, until }),
+        }
+        last = Some(at);
+    }
+    windows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    #[test]
+    fn instants_close_together_are_rechecked_in_one_window_and_distant_ones_apart() {
+        let w = recheck_windows(&[at(0), at(1), at(2), at(5), at(100)]);
+        let spans: Vec<(Timestamp, Timestamp)> = w.iter().map(|w| (w.since, w.until)).collect();
+        let us = SignedDuration::from_micros(1);
+        assert_eq!(
+            spans,
+            vec![
+                (at(0), later(at(2), us)),
+                (at(5), later(at(5), us)),
+                (at(100), later(at(100), us)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_run_of_close_instants_is_cut_into_windows_of_at_most_ten_seconds() {
+        let instants: Vec<Timestamp> = (0..=25).map(at).collect();
+        let w = recheck_windows(&instants);
+        assert_eq!(w.len(), 3);
+        for w in &w {
+            assert!(w.since.duration_until(w.until) <= RECHECK_SPAN + SignedDuration::from_micros(1));
+        }
+        assert_eq!(w[0].since, at(0));
+        assert_eq!(w[1].since, at(11));
+        assert_eq!(w[2].since, at(22));
+    }
 }

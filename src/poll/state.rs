@@ -130,7 +130,7 @@ pub(crate) async fn reconcile(
     let (mut new, mut removed) = (Vec::new(), Vec::new());
     for t in &defs.triggers {
         let lookback = t.lookback.as_millis() as i64;
-        let interval = t.poll_interval.as_millis() as i64;
+        let interval = defs.poll_every(t).as_millis() as i64;
         if existing.iter().any(|(name, _)| *name == t.name) {
             execute!(
                 &mut *tx,

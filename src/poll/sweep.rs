@@ -179,7 +179,7 @@ impl Poller {
         )
         .await
         .map_err(|e| self.failed(e))?;
-        let next = later(started, job.anchor.interval);
+        let next = later(started, job.anchor.sweep_every());
         schedule::record(
             &mut tx,
             &job.lease.workspace,
@@ -209,7 +209,7 @@ impl Poller {
     ) -> Result<(), Halt> {
         let mut tx = self.begin(job.lease).await?;
         let now = self.clock.now();
-        let next = later(now, job.anchor.interval.min(RETRY_FAILED_SWEEP));
+        let next = later(now, job.anchor.sweep_every().min(RETRY_FAILED_SWEEP));
         schedule::record(
             &mut tx,
             &job.lease.workspace,

@@ -75,6 +75,8 @@ pub struct Sender {
     /// Reaches sources to recheck a time-anchored send before it goes (`None`: no recheck).
     recheck: Option<crate::source::DsnResolver>,
     sources: Mutex<HashMap<(WorkspaceId, String), crate::source::Source>>,
+    /// Triggers' queries prepared for the recheck, by workspace and trigger.
+    prepared: Mutex<HashMap<(WorkspaceId, String), recheck::Prepared>>,
 }
 
 impl Sender {
@@ -97,6 +99,7 @@ impl Sender {
             passes: tokio::sync::watch::Sender::new(0),
             recheck: None,
             sources: Mutex::default(),
+            prepared: Mutex::default(),
         }
     }
 
@@ -126,12 +129,17 @@ impl Sender {
         if claimed.is_empty() {
             return Ok(report);
         }
+        // Time-anchored sends are rechecked together, just before the batch goes.
+        let mut rechecked = self.recheck_all(&claimed).await;
         // Settle what has finished as it finishes (in small groups, one transaction each), so a
         // crash re-sends as little as possible: only what was sent and not yet recorded. Sending
         // and settling are polled together, so neither waits on a transaction the other holds.
         let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
         let sending = futures_util::stream::iter(claimed)
-            .map(|c| self.process(c))
+            .map(|c| {
+                let recheck = rechecked.remove(&c.id);
+                self.process(c, recheck)
+            })
             .buffer_unordered(self.config.in_flight.max(1))
             .for_each(move |settled| {
                 let _ = done.send(settled);
@@ -256,10 +264,14 @@ impl Sender {
             self.passes.send_modify(|n| *n += 1);
             if !busy {
                 // Sleep until the next delivery falls due (at most `idle`), or until woken.
+                // A due time already past (a delivery due but not claimable: leased elsewhere)
+                // is looked at again shortly; a future one is slept to exactly.
                 let nap = match queue::next_due(&self.store).await {
-                    Ok(Some(due)) => Duration::try_from(self.clock.now().duration_until(due))
-                        .unwrap_or(Duration::ZERO)
-                        .clamp(Duration::from_millis(5), self.config.idle),
+                    Ok(Some(due)) => match Duration::try_from(self.clock.now().duration_until(due))
+                    {
+                        Ok(d) if !d.is_zero() => d.min(self.config.idle),
+                        _ => Duration::from_millis(5),
+                    },
                     _ => self.config.idle,
                 };
                 tokio::select! {
@@ -309,8 +321,9 @@ impl Sender {
         Ok(snapshot)
     }
 
-    /// Sends one claimed delivery (or decides not to) and says how it ended.
-    async fn process(&self, claimed: Claimed) -> Settled {
+    /// Sends one claimed delivery (or decides not to) and says how it ended. `recheck`: how its
+    /// recheck ended it, if it did.
+    async fn process(&self, claimed: Claimed, recheck: Option<Settlement>) -> Settled {
         let span = tracing::info_span!(
             "send",
             workspace = %claimed.workspace,
@@ -322,7 +335,7 @@ impl Sender {
             duration_ms = tracing::field::Empty,
         );
         let attempting = async {
-            let (outcome, attempt) = self.attempt(&claimed).await;
+            let (outcome, attempt) = self.attempt(&claimed, recheck).await;
             tracing::Span::current().record("outcome", outcome_name(&outcome));
             (outcome, attempt)
         };

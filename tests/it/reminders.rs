@@ -68,6 +68,10 @@ impl Calendar {
     }
 
     async fn with(control_plane: &str, recheck: bool) -> Calendar {
+        Calendar::with_definitions(control_plane, &definitions(recheck)).await
+    }
+
+    async fn with_definitions(control_plane: &str, text: &str) -> Calendar {
         let source = TestSqlite::new();
         let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", source.url))
             .await
@@ -80,7 +84,7 @@ impl Calendar {
         .unwrap();
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        push::push(&store, WS, &definitions(recheck), now())
+        push::push(&store, WS, text, now())
             .await
             .unwrap();
         rules::set_mode(&store, WS, "nudge", Mode::Live, now())
@@ -484,4 +488,71 @@ async fn a_reminder_claimed_by_a_worker_that_dies_is_taken_over_after_its_lease_
         "the dead worker's claim counts as an attempt"
     );
     assert_eq!(c.inbox().await, 1);
+}
+
+/// The definitions with the reminder sent to a REST endpoint at `receiver` instead of the Demo
+/// inbox.
+fn http_definitions(receiver: &str) -> String {
+    definitions(false)
+        .replace(
+            "  inbox: { catalog: demo_inbox }\n",
+            &format!(
+                "  inbox: {{ catalog: demo_inbox }}
+  api:
+    base_url: {receiver}/api
+    timeout_ms: 500
+    actions:
+      remind:
+        method: POST
+        path: /remind
+        idempotency_header: Idempotency-Key
+        body: {{ text: \"{{{{ title }}}} starts soon\" }}
+"
+            ),
+        )
+        .replace(
+            "      - action: inbox.chat_message\n        recipient: team\n        params: { text: \"{{ title }} starts soon\" }\n",
+            "      - action: api.remind\n",
+        )
+}
+
+on_both_engines!(
+    failed_send_retried,
+    a_reminder_whose_send_fails_is_retried_and_sent_once_under_one_delivery_id
+);
+
+async fn a_reminder_whose_send_fails_is_retried_and_sent_once_under_one_delivery_id(url: &str) {
+    use crate::receiver::{Receiver, Reply};
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(503), Reply::status(200)]);
+    let text = http_definitions(&receiver.url);
+    assert!(text.contains("api.remind"), "{text}");
+    let c = Calendar::with_definitions(url, &text).await;
+    c.book("m", 60, None).await;
+    c.at(0).await;
+    assert_eq!(c.at(49).await.1, 0, "not due yet");
+    assert_eq!(receiver.count(), 0);
+    assert_eq!(c.at(50).await.1, 0, "the first attempt fails");
+    assert_eq!(receiver.count(), 1);
+    let first = c.of("m").await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].status, DeliveryStatus::Pending, "{first:?}");
+    // Its retry falls due within the grace and goes.
+    c.clock.set(at(51));
+    assert_eq!(c.sender.drain().await.unwrap().sent, 1);
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 2);
+    let sends = c.of("m").await;
+    assert_eq!(sends.len(), 1, "one delivery, retried: {sends:?}");
+    assert_eq!(sends[0].status, DeliveryStatus::Sent);
+    assert_eq!(sends[0].attempts, 2);
+    let id = sends[0].id.to_string();
+    assert!(
+        seen.iter().all(|s| s.header("idempotency-key") == id),
+        "both attempts carry the delivery's id as their idempotency key"
+    );
+    // Nothing more goes, however long the clock runs.
+    c.clock.set(at(120));
+    assert_eq!(c.sender.drain().await.unwrap().claimed, 0);
+    assert_eq!(receiver.count(), 2);
 }

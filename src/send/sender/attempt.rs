@@ -16,7 +16,13 @@ use crate::send::request::{outbound, redact_result, secret_strings};
 use crate::store::later;
 
 impl Sender {
-    pub(super) async fn attempt(&self, claimed: &Claimed) -> (Settlement, Option<Attempt>) {
+    /// `recheck`: how the batch's recheck ended this send, if it did (it was rechecked before
+    /// the batch went, with every other scheduled send of its rule).
+    pub(super) async fn attempt(
+        &self,
+        claimed: &Claimed,
+        recheck: Option<Settlement>,
+    ) -> (Settlement, Option<Attempt>) {
         let now = self.clock.now();
         let wait = |reason: String| Settlement::Release {
             at: later(now, SignedDuration::from_mins(1)),
@@ -57,9 +63,7 @@ impl Sender {
                 None,
             );
         };
-        if let (Some(scheduled), Some(defs)) = (&claimed.scheduled, snapshot.defs.as_ref())
-            && let Some(settlement) = self.recheck(claimed, scheduled, defs).await
-        {
+        if let Some(settlement) = recheck {
             return (settlement, None);
         }
         // The Demo inbox is in-process: nothing leaves the machine, and the settle records it.
