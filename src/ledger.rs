@@ -269,7 +269,12 @@ pub async fn keys_of(
         &rows,
         &[Arg::Text(workspace.to_string())],
         "SELECT f.id, f.dedup_key FROM u JOIN fire f ON f.workspace_id = $1 AND f.id = u.id",
-        |r| Ok((r.try_get::<i64, _>("id")?, r.try_get::<String, _>("dedup_key")?)),
+        |r| {
+            Ok((
+                r.try_get::<i64, _>("id")?,
+                r.try_get::<String, _>("dedup_key")?,
+            ))
+        },
     )
     .await?
     .into_iter()

@@ -504,7 +504,9 @@ mod tests {
         let w = recheck_windows(&instants);
         assert_eq!(w.len(), 3);
         for w in &w {
-            assert!(w.since.duration_until(w.until) <= RECHECK_SPAN + SignedDuration::from_micros(1));
+            assert!(
+                w.since.duration_until(w.until) <= RECHECK_SPAN + SignedDuration::from_micros(1)
+            );
         }
         assert_eq!(w[0].since, at(0));
         assert_eq!(w[1].since, at(11));

@@ -84,9 +84,7 @@ impl Calendar {
         .unwrap();
         let store = Store::open(control_plane).await.unwrap();
         store.migrate().await.unwrap();
-        push::push(&store, WS, text, now())
-            .await
-            .unwrap();
+        push::push(&store, WS, text, now()).await.unwrap();
         rules::set_mode(&store, WS, "nudge", Mode::Live, now())
             .await
             .unwrap();

@@ -26,14 +26,16 @@ pub(super) struct Prepared {
     query: Arc<CheckedQuery>,
 }
 
+/// One rule's sends in one workspace, with the definitions snapshot they are rechecked against.
+type Group<'a> = (Arc<Snapshot>, Vec<&'a Claimed>);
+
 impl Sender {
     /// Rechecks the claimed sends whose rule asks for it (`recheck`, on by default). Returns how
     /// each send that must not go now ends (skipped) or waits (its recheck could not run), by
     /// delivery id; a send not in the map goes.
     pub(super) async fn recheck_all(&self, claimed: &[Claimed]) -> HashMap<i64, Settlement> {
         let now = self.clock.now();
-        let mut groups: BTreeMap<(WorkspaceId, String), (Arc<Snapshot>, Vec<&Claimed>)> =
-            BTreeMap::new();
+        let mut groups: BTreeMap<(WorkspaceId, String), Group<'_>> = BTreeMap::new();
         for c in claimed {
             let Some(scheduled) = &c.scheduled else {
                 continue;
@@ -110,7 +112,8 @@ impl Sender {
         };
         let (Some(trigger), Some(def)) = (
             defs.trigger(&rule.trigger),
-            defs.trigger(&rule.trigger).and_then(|t| defs.source(&t.source)),
+            defs.trigger(&rule.trigger)
+                .and_then(|t| defs.source(&t.source)),
         ) else {
             return Vec::new();
         };
@@ -180,7 +183,10 @@ impl Sender {
         {
             return Ok(p.query.clone());
         }
-        let defs = snapshot.defs.as_ref().ok_or("no definitions are in force")?;
+        let defs = snapshot
+            .defs
+            .as_ref()
+            .ok_or("no definitions are in force")?;
         let now = self.clock.now();
         let window = crate::sql_guard::Window {
             since: now,
