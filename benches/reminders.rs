@@ -16,7 +16,7 @@
 //!   exactly 100,000 pending deliveries;
 //! - *lateness*: one `Sender::run_until` (or `ROWFIRE_BENCH_SENDERS` of them, each its own
 //!   connection pool) on the system clock (able to reach the source, since
-//!   the rule rechecks each reminder's row just before it goes, as it does by default) sends
+//!   the rule rechecks its reminders' rows just before they go, as it does by default) sends
 //!   them all as they fall due;
 //!   lateness is `sent_at − due_at` read back from `delivery`, reported as p50, p99 and max. It
 //!   checks that every delivery is sent and has exactly one inbox message (0 lost, 0 duplicates),
@@ -250,7 +250,7 @@ async fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
     println!(
-        "method: PostgreSQL source and control plane on this machine; idle tick = one Sender::step() claiming nothing + one queue::next_due, {TICKS} ticks alternating between a queue of {BIG_QUEUE} future sends and one of {SMALL_QUEUE} (seeded with SQL, VACUUM ANALYZE), medians compared; then {REMINDERS} meetings for {KEYS} accounts whose reminders (lead {LEAD:#}) fall due evenly over {SPAN:#}, materialised by the real Poller::poll_due on the system clock and sent to the Demo inbox by {senders} Sender::run_until with the rule's recheck (one source read per reminder; batches of {}, {} in flight, {:#} leases, idle at most {:?}); lateness = sent_at - due_at",
+        "method: PostgreSQL source and control plane on this machine; idle tick = one Sender::step() claiming nothing + one queue::next_due, {TICKS} ticks alternating between a queue of {BIG_QUEUE} future sends and one of {SMALL_QUEUE} (seeded with SQL, VACUUM ANALYZE), medians compared; then {REMINDERS} meetings for {KEYS} accounts whose reminders (lead {LEAD:#}) fall due evenly over {SPAN:#}, materialised by the real Poller::poll_due on the system clock and sent to the Demo inbox by {senders} Sender::run_until with the rule's recheck (one source read per claimed batch and cluster of nearby anchors; batches of {}, {} in flight, {:#} leases, idle at most {:?}); lateness = sent_at - due_at",
         config.batch, config.in_flight, config.lease, config.idle
     );
     let mut failed = false;
