@@ -12,6 +12,7 @@ mod control_plane;
 mod first_run;
 mod guard_cli;
 mod guard_fuzz;
+mod guard_fuzz_mysql;
 mod guard_pg;
 mod isolation;
 mod leases;
