@@ -15,7 +15,7 @@ fn a_mysql_query_of_the_common_shapes_is_admitted() {
         "SELECT id, DATE_ADD(created_at, INTERVAL 1 DAY) AS next_day FROM events",
         "SELECT id, IF(amount > 10, 'big', 'small') AS size, IFNULL(note, '') AS note FROM t",
         "SELECT id, JSON_EXTRACT(doc, '$.a') AS a, doc->>'$.b' AS b FROM t",
-        "SELECT id, amount DIV 2 AS half, amount MOD 3 AS m, a <=> b AS same FROM t",
+        "SELECT id, amount DIV 2 AS half, amount % 3 AS m, a <=> b AS same FROM t",
         "SELECT id FROM t WHERE created_at >= :since AND created_at < :until",
         "SELECT id, GROUP_CONCAT(tag ORDER BY tag SEPARATOR ',') AS tags FROM t GROUP BY id",
         "SELECT id, ROW_NUMBER() OVER (PARTITION BY k ORDER BY at) AS n FROM t",

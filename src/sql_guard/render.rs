@@ -270,8 +270,9 @@ pub fn sqlite_clock_text(ts: Timestamp) -> String {
 /// (1000 to 9999).
 pub fn mysql_clock_text(ts: Timestamp) -> String {
     let micros = sqlite_clock_micros(ts);
-    let earliest: Timestamp = "1000-01-01T00:00:00Z".parse().expect("a valid instant");
-    let latest: Timestamp = "9999-12-31T23:59:59.999999Z".parse().expect("a valid instant");
+    // 1000-01-01T00:00:00Z; the latest instant is jiff's, inside year 9999.
+    let earliest = Timestamp::from_second(-30_610_224_000).unwrap_or(Timestamp::MIN);
+    let latest = Timestamp::MAX;
     let at = Timestamp::from_microsecond(micros)
         .unwrap_or(latest)
         .clamp(earliest, latest);
