@@ -234,6 +234,23 @@ impl Drop for TestMy {
                 .unwrap();
             rt.block_on(async {
                 if let Ok(mut c) = sqlx::MySqlConnection::connect(&url).await {
+                    // The test's own connections may still be open (their pool's runtime is
+                    // the one this drop blocks) and hold locks the DROP would wait on forever:
+                    // end them first, as PostgreSQL's `WITH (FORCE)` does.
+                    let ids: Vec<i64> = sqlx::query_scalar(
+                        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
+                         WHERE (DB = ? OR USER = ?) AND ID <> CONNECTION_ID()",
+                    )
+                    .bind(&name)
+                    .bind(format!("{name}_r"))
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap_or_default();
+                    for id in ids {
+                        let _ = sqlx::raw_sql(AssertSqlSafe(format!("KILL {id}")))
+                            .execute(&mut c)
+                            .await;
+                    }
                     let _ = sqlx::raw_sql(AssertSqlSafe(format!(
                         "DROP DATABASE IF EXISTS {name}; DROP USER IF EXISTS '{name}_r'@'%'"
                     )))
