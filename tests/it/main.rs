@@ -16,6 +16,7 @@ mod guard_fuzz_mysql;
 mod guard_pg;
 mod isolation;
 mod leases;
+mod mysql_worker;
 mod logs;
 mod output;
 mod pace;
