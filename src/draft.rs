@@ -161,10 +161,8 @@ fn choose<'a>(
     table: &'a CatalogueTable,
     tables: &BTreeSet<&str>,
 ) -> Result<Choice<'a>, String> {
-    let (columns, left_out): (Vec<&CatalogueColumn>, Vec<&CatalogueColumn>) = table
-        .columns
-        .iter()
-        .partition(|c| is_readable(dialect, c));
+    let (columns, left_out): (Vec<&CatalogueColumn>, Vec<&CatalogueColumn>) =
+        table.columns.iter().partition(|c| is_readable(dialect, c));
     let clock = columns
         .iter()
         .copied()
@@ -270,7 +268,10 @@ pub fn draft(catalogue: &Catalogue, dialect: Dialect, dsn_env: &str) -> Draft {
         let _ = writeln!(
             triggers_yaml,
             "    description: {}",
-            quoted(&format!("Rows of {} (drafted by rowfire init).", table.name))
+            quoted(&format!(
+                "Rows of {} (drafted by rowfire init).",
+                table.name
+            ))
         );
         let _ = writeln!(triggers_yaml, "    sql: {}", quoted(&sql));
         if !choice.left_out.is_empty() {
@@ -334,21 +335,13 @@ pub fn draft(catalogue: &Catalogue, dialect: Dialect, dsn_env: &str) -> Draft {
         yaml,
         "# Each trigger reads one table; check its clock and key, then backtest its rule:"
     );
-    let _ = writeln!(
-        yaml,
-        "#   rowfire backtest RULE -f THIS_FILE --days 30"
-    );
+    let _ = writeln!(yaml, "#   rowfire backtest RULE -f THIS_FILE --days 30");
     let _ = writeln!(
         yaml,
         "# Every rule starts in shadow and delivers to the Demo inbox: nothing leaves the machine."
     );
     for (table, why) in &skipped {
-        let _ = writeln!(
-            yaml,
-            "# skipped {}: {}",
-            one_line(table),
-            one_line(why)
-        );
+        let _ = writeln!(yaml, "# skipped {}: {}", one_line(table), one_line(why));
     }
     let _ = writeln!(yaml, "version: 2");
     let _ = writeln!(yaml);
@@ -390,12 +383,27 @@ mod tests {
     fn an_events_table_gets_its_clock_and_key_and_a_table_without_time_is_skipped() {
         let catalogue = facts(&[
             ["column", "accounts", "id", "text"],
-            ["column", "accounts", "created_at", "timestamp with time zone"],
+            [
+                "column",
+                "accounts",
+                "created_at",
+                "timestamp with time zone",
+            ],
             ["primary", "accounts", "id", ""],
             ["column", "charges", "id", "bigint"],
             ["column", "charges", "account_id", "text"],
-            ["column", "charges", "updated_at", "timestamp with time zone"],
-            ["column", "charges", "occurred_at", "timestamp with time zone"],
+            [
+                "column",
+                "charges",
+                "updated_at",
+                "timestamp with time zone",
+            ],
+            [
+                "column",
+                "charges",
+                "occurred_at",
+                "timestamp with time zone",
+            ],
             ["column", "charges", "shape", "point"],
             ["primary", "charges", "id", ""],
             ["foreign", "charges", "account_id", "accounts"],
@@ -412,11 +420,15 @@ mod tests {
             d.yaml
         );
         assert!(
-            d.yaml.contains("key: [\"account_id\"]  # account_id is a foreign key to accounts"),
+            d.yaml
+                .contains("key: [\"account_id\"]  # account_id is a foreign key to accounts"),
             "{}",
             d.yaml
         );
-        assert!(d.yaml.contains("left out, a type Rowfire does not read: shape (point)"));
+        assert!(
+            d.yaml
+                .contains("left out, a type Rowfire does not read: shape (point)")
+        );
         assert!(d.yaml.contains("key: [\"id\"]  # id is the primary key"));
         crate::definitions::parse(&d.yaml).unwrap_or_else(|e| panic!("{e:?}\n{}", d.yaml));
     }

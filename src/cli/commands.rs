@@ -242,7 +242,11 @@ pub(crate) enum Command {
     /// Example: rowfire init --source sqlite://rowfire-demo/sample.db --out definitions.yaml
     Init {
         /// The source's URL (postgres://…, mysql://… or sqlite://path), without a password.
-        #[arg(long, conflicts_with = "source_env", required_unless_present = "source_env")]
+        #[arg(
+            long,
+            conflicts_with = "source_env",
+            required_unless_present = "source_env"
+        )]
         source: Option<String>,
         /// The environment variable that holds the source's URL (with its password, if any).
         #[arg(long, value_name = "VAR")]

@@ -16,7 +16,11 @@ fn has_password(url: &str) -> bool {
     url.split_once("://")
         .and_then(|(_, rest)| rest.split('/').next())
         .and_then(|authority| authority.rsplit_once('@'))
-        .is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, pw)| !pw.is_empty()))
+        .is_some_and(|(userinfo, _)| {
+            userinfo
+                .split_once(':')
+                .is_some_and(|(_, pw)| !pw.is_empty())
+        })
 }
 
 pub(crate) async fn init(

@@ -33,8 +33,8 @@ use std::time::Duration;
 use crate::definitions::SourceDef;
 use crate::sql_guard::{self, CheckedQuery, Dialect, Rendered, Shape, Window};
 
-use engine::{ConnectError, Pool};
 pub use catalogue::{Catalogue, CatalogueColumn, CatalogueTable, MAX_FACTS};
+use engine::{ConnectError, Pool};
 pub use error::SourceError;
 use redact::scrub;
 use unreadable::shorten;

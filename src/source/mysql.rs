@@ -31,8 +31,7 @@ pub(super) async fn connect(
     let opts = MySqlConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
     let database = opts.get_database().unwrap_or("").to_string();
     let shown = format!("{}:{}/{}", opts.get_host(), opts.get_port(), database);
-    if database.is_empty() || SYSTEM_DATABASES.contains(&database.to_ascii_lowercase().as_str())
-    {
+    if database.is_empty() || SYSTEM_DATABASES.contains(&database.to_ascii_lowercase().as_str()) {
         let message = format!(
             "the DSN names {}; name the application's database in the DSN's path (mysql://user@host/app)",
             if database.is_empty() {

@@ -37,10 +37,7 @@ pub(super) fn relation(name: &ObjectName) -> ControlFlow<GuardError> {
         }
     }
     let schemas = &parts[..parts.len().saturating_sub(1)];
-    if schemas
-        .iter()
-        .any(|s| SYSTEM_SCHEMAS.contains(&s.as_str()))
-    {
+    if schemas.iter().any(|s| SYSTEM_SCHEMAS.contains(&s.as_str())) {
         ControlFlow::Break(GuardError::SystemRelation(functions::display(&parts)))
     } else {
         ControlFlow::Continue(())

@@ -43,7 +43,10 @@ fn select_into_a_file_or_a_variable_is_refused() {
     ] {
         refuse(sql, MY);
     }
-    assert_eq!(refuse("SELECT id INTO @x FROM t", MY), GuardError::SelectInto);
+    assert_eq!(
+        refuse("SELECT id INTO @x FROM t", MY),
+        GuardError::SelectInto
+    );
 }
 
 #[test]
@@ -126,14 +129,13 @@ fn functions_that_wait_lock_or_read_files_are_refused_by_the_allowlist() {
         ("SELECT FOUND_ROWS()", "found_rows"),
         ("SELECT VERSION()", "version"),
         ("SELECT id FROM t WHERE id IN (SELECT SLEEP(5))", "sleep"),
-        ("SELECT * FROM t JOIN (SELECT BENCHMARK(1, 1) AS b) AS s ON 1 = 1", "benchmark"),
+        (
+            "SELECT * FROM t JOIN (SELECT BENCHMARK(1, 1) AS b) AS s ON 1 = 1",
+            "benchmark",
+        ),
         ("SELECT app.my_fn(id) FROM t", "app.my_fn"),
     ] {
-        assert_eq!(
-            refuse(sql, MY),
-            GuardError::Function(name.into()),
-            "{sql}"
-        );
+        assert_eq!(refuse(sql, MY), GuardError::Function(name.into()), "{sql}");
     }
     // A quoted name is a stored function of the database, not the built-in.
     assert!(matches!(
@@ -163,10 +165,7 @@ fn optimizer_hints_that_could_lift_the_timeout_are_refused() {
         "SELECT /*+ SET_VAR(sql_mode = 'ANSI_QUOTES') */ id FROM t",
         "SELECT SQL_CALC_FOUND_ROWS id FROM t",
     ] {
-        assert!(
-            matches!(refuse(sql, MY), GuardError::Construct(_)),
-            "{sql}"
-        );
+        assert!(matches!(refuse(sql, MY), GuardError::Construct(_)), "{sql}");
     }
 }
 
@@ -175,9 +174,18 @@ fn the_system_schemas_are_refused() {
     for (sql, shown) in [
         ("SELECT * FROM mysql.user", "mysql.user"),
         ("SELECT * FROM MySQL.User", "mysql.user"),
-        ("SELECT * FROM information_schema.processlist", "information_schema.processlist"),
-        ("SELECT * FROM `information_schema`.`TABLES`", "information_schema.tables"),
-        ("SELECT * FROM performance_schema.threads", "performance_schema.threads"),
+        (
+            "SELECT * FROM information_schema.processlist",
+            "information_schema.processlist",
+        ),
+        (
+            "SELECT * FROM `information_schema`.`TABLES`",
+            "information_schema.tables",
+        ),
+        (
+            "SELECT * FROM performance_schema.threads",
+            "performance_schema.threads",
+        ),
         ("SELECT * FROM sys.session", "sys.session"),
         (
             "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM mysql.db)",
@@ -205,7 +213,11 @@ fn strings_with_backslashes_are_re_rendered_as_the_author_meant_them() {
     assert!(sql.contains("'it''s'"), "{sql}");
     assert!(sql.contains(r"'back\slash'"), "{sql}");
     // A lone backslash before the closing quote cannot open the string past it.
-    let q = check(r"SELECT '\\' AS a, ' UNION SELECT LOAD_FILE(1) -- ' AS b", MY).unwrap();
+    let q = check(
+        r"SELECT '\\' AS a, ' UNION SELECT LOAD_FILE(1) -- ' AS b",
+        MY,
+    )
+    .unwrap();
     let sql = q.columns_sql(window).sql;
     assert!(sql.contains(r"'\' AS a"), "{sql}");
 }

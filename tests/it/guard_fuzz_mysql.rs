@@ -10,16 +10,93 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 const FRAGMENTS: &[&str] = &[
-    "SELECT", "*", "FROM", "t", "u", "WHERE", "(", ")", ",", "AS", "INTO", "OUTFILE", "DUMPFILE",
-    "'/tmp/x'", "@x", "@@hostname", "@@session.max_execution_time", ":=", "=", "FOR", "UPDATE",
-    "SHARE", "LOCK", "IN", "MODE", "HANDLER", "OPEN", "READ", "FIRST", "DO", "SET", "SLEEP(1)",
-    "BENCHMARK(9, 1)", "GET_LOCK('a', 1)", "LOAD_FILE('/etc/passwd')", "RELEASE_ALL_LOCKS()",
-    "lower(a)", "count(*)", "NOW()", "/*!", "/*+", "MAX_EXECUTION_TIME(0)", "*/", "#", "--",
-    "`", "`a`", "'", "\\'", "\\", "\"", ";", "mysql.user", "information_schema.tables",
-    "performance_schema.threads", "sys.session", "UNION", "ALL", "JOIN", "ON", "1", "0x41",
-    "b'101'", "X'ff'", "_utf8mb4'a'", "DIV", "<=>", "->>", "'$.a'", "INSERT", "DELETE",
-    "REPLACE", "VALUES", "CREATE", "TABLE", "DROP", "TEMPORARY", "WITH", "RECURSIVE", "LIMIT",
-    "ORDER", "BY", ":since", ":until", "?", "東", "\n",
+    "SELECT",
+    "*",
+    "FROM",
+    "t",
+    "u",
+    "WHERE",
+    "(",
+    ")",
+    ",",
+    "AS",
+    "INTO",
+    "OUTFILE",
+    "DUMPFILE",
+    "'/tmp/x'",
+    "@x",
+    "@@hostname",
+    "@@session.max_execution_time",
+    ":=",
+    "=",
+    "FOR",
+    "UPDATE",
+    "SHARE",
+    "LOCK",
+    "IN",
+    "MODE",
+    "HANDLER",
+    "OPEN",
+    "READ",
+    "FIRST",
+    "DO",
+    "SET",
+    "SLEEP(1)",
+    "BENCHMARK(9, 1)",
+    "GET_LOCK('a', 1)",
+    "LOAD_FILE('/etc/passwd')",
+    "RELEASE_ALL_LOCKS()",
+    "lower(a)",
+    "count(*)",
+    "NOW()",
+    "/*!",
+    "/*+",
+    "MAX_EXECUTION_TIME(0)",
+    "*/",
+    "#",
+    "--",
+    "`",
+    "`a`",
+    "'",
+    "\\'",
+    "\\",
+    "\"",
+    ";",
+    "mysql.user",
+    "information_schema.tables",
+    "performance_schema.threads",
+    "sys.session",
+    "UNION",
+    "ALL",
+    "JOIN",
+    "ON",
+    "1",
+    "0x41",
+    "b'101'",
+    "X'ff'",
+    "_utf8mb4'a'",
+    "DIV",
+    "<=>",
+    "->>",
+    "'$.a'",
+    "INSERT",
+    "DELETE",
+    "REPLACE",
+    "VALUES",
+    "CREATE",
+    "TABLE",
+    "DROP",
+    "TEMPORARY",
+    "WITH",
+    "RECURSIVE",
+    "LIMIT",
+    "ORDER",
+    "BY",
+    ":since",
+    ":until",
+    "?",
+    "東",
+    "\n",
 ];
 
 fn sqlish() -> impl Strategy<Value = String> {
@@ -65,8 +142,17 @@ fn assert_read_only(rendered: &str) -> Result<(), TestCaseError> {
         prop_assert!(!w.contains('@'), "a variable in {}", rendered);
         prop_assert!(!NEVER.contains(&w.as_str()), "{} in {}", w, rendered);
         prop_assert!(
-            !["into", "outfile", "dumpfile", "lock", "handler", "mysql", "information_schema",
-              "performance_schema", "sys"]
+            ![
+                "into",
+                "outfile",
+                "dumpfile",
+                "lock",
+                "handler",
+                "mysql",
+                "information_schema",
+                "performance_schema",
+                "sys"
+            ]
             .contains(&w.as_str()),
             "{} in {}",
             w,
@@ -80,8 +166,16 @@ fn assert_read_only(rendered: &str) -> Result<(), TestCaseError> {
             rendered
         );
     }
-    prop_assert!(!rendered.contains("/*"), "a comment or hint in {}", rendered);
-    prop_assert!(!tokens.iter().any(|t| matches!(t, Token::AtSign)), "{}", rendered);
+    prop_assert!(
+        !rendered.contains("/*"),
+        "a comment or hint in {}",
+        rendered
+    );
+    prop_assert!(
+        !tokens.iter().any(|t| matches!(t, Token::AtSign)),
+        "{}",
+        rendered
+    );
     Ok(())
 }
 
@@ -115,7 +209,9 @@ fn the_mysql_fragments_reach_acceptance() {
     let mut accepted = 0;
     for _ in 0..20_000 {
         let n = rng.usize(1..12);
-        let sql: Vec<&str> = (0..n).map(|_| FRAGMENTS[rng.usize(..FRAGMENTS.len())]).collect();
+        let sql: Vec<&str> = (0..n)
+            .map(|_| FRAGMENTS[rng.usize(..FRAGMENTS.len())])
+            .collect();
         let sql = format!("SELECT {}", sql.join(" "));
         if sql_guard::check(&sql, Dialect::Mysql).is_ok() {
             accepted += 1;

@@ -100,7 +100,7 @@ async fn a_draft_of_the_sample_on_mariadb_validates_and_every_rule_backtests() {
 
 #[tokio::test]
 async fn init_reads_the_catalogue_as_a_select_only_user_and_keeps_the_password_off_the_command_line()
-{
+ {
     let Some(my) = TestMy::new().await else {
         return;
     };

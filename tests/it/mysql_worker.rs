@@ -123,7 +123,11 @@ async fn a_trigger_on_a_stored_mariadb_source_polls_and_fires_beside_rules_on_a_
     let support = report("support_detractor");
     assert_eq!(support.status, PollStatus::Ok, "{support}");
     assert!(support.fired > 5, "{support}");
-    assert_eq!(support.fired + support.already, support.matched, "{support}");
+    assert_eq!(
+        support.fired + support.already,
+        support.matched,
+        "{support}"
+    );
     let states = poll::list(&store, WS).await.unwrap();
     for name in ["declined_charge", "support_detractor"] {
         let state = states.iter().find(|s| s.trigger == name).unwrap();

@@ -359,7 +359,10 @@ async fn a_mysql_dsn_and_its_password_never_appear_in_an_error() {
     .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("127.0.0.1:1/secretdb"), "{msg}");
-    assert!(!msg.contains("hunter2") && !msg.contains("rowfire:"), "{msg}");
+    assert!(
+        !msg.contains("hunter2") && !msg.contains("rowfire:"),
+        "{msg}"
+    );
     // The server's own schemas are not a source.
     let err = Source::connect(
         &def(Duration::from_secs(1)),

@@ -218,7 +218,11 @@ impl TestMy {
         .await
         .unwrap();
         let host = mysql_admin_url();
-        let host = host.rsplit('@').next().unwrap_or("127.0.0.1:3306").trim_end_matches('/');
+        let host = host
+            .rsplit('@')
+            .next()
+            .unwrap_or("127.0.0.1:3306")
+            .trim_end_matches('/');
         format!("mysql://{user}:{password}@{host}/{}", self.name)
     }
 }

@@ -180,8 +180,8 @@ fn binary_datetime(
         return Ok(None);
     }
     let date = jiff::civil::Date::new(year, month, day).map_err(|_| bad("DATE"))?;
-    let time = jiff::civil::Time::new(hour, minute, second, micros * 1000)
-        .map_err(|_| bad("DATETIME"))?;
+    let time =
+        jiff::civil::Time::new(hour, minute, second, micros * 1000).map_err(|_| bad("DATETIME"))?;
     Ok(Some((date, time)))
 }
 
@@ -196,7 +196,10 @@ mod tests {
         assert_eq!(date.to_string(), "2026-11-29");
         assert_eq!(time.to_string(), "23:59:58.999999");
         let (date, time) = binary_datetime(&[4, 0xEA, 0x07, 3, 8]).unwrap().unwrap();
-        assert_eq!((date.to_string(), time.to_string()), ("2026-03-08".into(), "00:00:00".into()));
+        assert_eq!(
+            (date.to_string(), time.to_string()),
+            ("2026-03-08".into(), "00:00:00".into())
+        );
         assert!(binary_datetime(&[0]).unwrap().is_none());
         assert!(binary_datetime(&[7, 1]).is_err());
         assert!(binary_datetime(&[]).is_err());

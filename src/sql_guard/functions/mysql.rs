@@ -81,36 +81,9 @@ const MYSQL_STRING: &[&str] = &[
 
 /// Numeric functions: arithmetic on the arguments alone.
 const MYSQL_MATH: &[&str] = &[
-    "abs",
-    "acos",
-    "asin",
-    "atan",
-    "atan2",
-    "ceil",
-    "ceiling",
-    "conv",
-    "cos",
-    "cot",
-    "crc32",
-    "degrees",
-    "exp",
-    "floor",
-    "ln",
-    "log",
-    "log10",
-    "log2",
-    "mod",
-    "pi",
-    "pow",
-    "power",
-    "radians",
-    "rand",
-    "round",
-    "sign",
-    "sin",
-    "sqrt",
-    "tan",
-    "truncate",
+    "abs", "acos", "asin", "atan", "atan2", "ceil", "ceiling", "conv", "cos", "cot", "crc32",
+    "degrees", "exp", "floor", "ln", "log", "log10", "log2", "mod", "pi", "pow", "power",
+    "radians", "rand", "round", "sign", "sin", "sqrt", "tan", "truncate",
 ];
 
 /// Date and time: arithmetic and formatting on values and the statement's time (in the session's UTC).
@@ -176,14 +149,7 @@ const MYSQL_TIME: &[&str] = &[
 
 /// Comparison and control flow: choose among the arguments.
 const MYSQL_CONTROL: &[&str] = &[
-    "coalesce",
-    "greatest",
-    "if",
-    "ifnull",
-    "interval",
-    "isnull",
-    "least",
-    "nullif",
+    "coalesce", "greatest", "if", "ifnull", "interval", "isnull", "least", "nullif",
 ];
 
 /// JSON: build, read and transform documents given as arguments (`json_table` as a table).
