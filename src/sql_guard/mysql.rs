@@ -112,9 +112,13 @@ pub(super) fn select(select: &Select) -> ControlFlow<GuardError> {
     ControlFlow::Continue(())
 }
 
+/// Unquoted words a checked query never holds: they begin `SELECT … INTO`, a lock or `HANDLER`.
+const UNQUOTED_NEVER: &[&str] = &["dumpfile", "handler", "into", "lock", "outfile"];
+
 /// Refuses user and system variables (`@x`, `@@hostname`, `@@session.max_execution_time`)
 /// wherever they stand in `rendered` (the checked query as it will run), by its tokens: a
-/// variable read shows session or server state, and one assigned outlives the read.
+/// variable read shows session or server state, and one assigned outlives the read. Also
+/// refuses the unquoted words of [`UNQUOTED_NEVER`].
 pub(super) fn variables(rendered: &str) -> Result<(), GuardError> {
     let tokens = Tokenizer::new(&MySqlDialect {}, rendered)
         .tokenize()
@@ -132,6 +136,17 @@ pub(super) fn variables(rendered: &str) -> Result<(), GuardError> {
             return Err(GuardError::Construct(
                 "a user or system variable (@name, @@name)".to_string(),
             ));
+        }
+        // Words that only ever begin a write or a lock in MySQL; the parser may have read one
+        // as a name (`SELECT into`), which MySQL would not.
+        if let Token::Word(w) = &token
+            && w.quote_style.is_none()
+            && UNQUOTED_NEVER.contains(&w.value.to_ascii_lowercase().as_str())
+        {
+            return Err(GuardError::Construct(format!(
+                "the word {} (quote a name that is spelled so with backticks)",
+                w.value.to_ascii_uppercase()
+            )));
         }
     }
     Ok(())

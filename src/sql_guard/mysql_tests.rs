@@ -40,6 +40,8 @@ fn select_into_a_file_or_a_variable_is_refused() {
         "SELECT id INTO @x FROM t",
         "SELECT id FROM t INTO @x",
         "SELECT id INTO x FROM t",
+        "SELECT INTO",
+        "SELECT outfile FROM t",
     ] {
         refuse(sql, MY);
     }

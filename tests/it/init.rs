@@ -124,3 +124,28 @@ async fn init_reads_the_catalogue_as_a_select_only_user_and_keeps_the_password_o
     let (ok, printed, err) = rowfire(&["validate", out], &[("SUPPORT_URL", &reader)]);
     assert!(ok, "{printed}\n{err}");
 }
+
+#[tokio::test]
+async fn fixture_load_and_simulate_write_the_sample_into_mariadb() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    let (ok, out, err) = rowfire(
+        &["fixture", "load", "--into", &my.url, "--now", "2026-11-29"],
+        &[],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("120 accounts"), "{out}");
+    let mut admin = my.admin().await;
+    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_attempts")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    let (ok, out, err) = rowfire(&["fixture", "simulate", "--into", &my.url], &[]);
+    assert!(ok, "{out}\n{err}");
+    let after: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_attempts")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert!(after > before, "{before} → {after}");
+}

@@ -555,3 +555,55 @@ async fn mariadb_decimals_bits_json_unsigned_integers_and_binary_strings_keep_th
     assert_eq!(row.get("ok"), Some(&Value::Bool(true)));
     assert_eq!(row.clock, Some(at));
 }
+
+#[tokio::test]
+async fn a_pooled_mariadb_connection_comes_back_with_its_limits_and_time_zone_after_a_read_changed_them()
+ {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    let mut admin = my.admin().await;
+    let at = (now() - SignedDuration::from_hours(24))
+        .round(jiff::Unit::Second)
+        .unwrap()
+        + SignedDuration::from_micros(1);
+    sqlx::raw_sql("CREATE TABLE stamps (id INT PRIMARY KEY, at TIMESTAMP(6) NULL)")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO stamps VALUES (1, ?)")
+        .bind(at.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string())
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let mut one = def(Duration::from_millis(300));
+    one.page_size = 10;
+    let source = Source::connect(&one, &my.url).await.unwrap();
+    // What only a statement the guard refuses can do: change the session's settings.
+    for _ in 0..3 {
+        source
+            .execute_unguarded(
+                "SET SESSION time_zone = '+05:00', SESSION max_statement_time = 0, SESSION sql_mode = 'ANSI_QUOTES'",
+            )
+            .await
+            .unwrap();
+    }
+    let rows = first_page(&source, "SELECT id AS k, at FROM stamps")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows[0].clock, Some(at), "read in UTC again");
+    let slow = format!(
+        "SELECT max(a.seq * b.seq) AS k, CAST('{}' AS DATETIME(6)) AS at \
+         FROM seq_1_to_100000 a, seq_1_to_100000 b WHERE (a.seq ^ b.seq) = 7",
+        (now() - SignedDuration::from_hours(24)).strftime("%Y-%m-%d %H:%M:%S")
+    );
+    let err = first_page(&source, &slow).await.unwrap_err();
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    // "…" is a string again (no ANSI_QUOTES): the guard rendered it as one.
+    let rows = first_page(&source, "SELECT id AS k, at, \"text\" AS word FROM stamps")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rows[0].get("word"), Some(&Value::Text("text".into())));
+}
