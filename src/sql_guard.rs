@@ -5,8 +5,9 @@
 //!
 //! Here: the entry points ([`check`] and its variants), [`GuardError`] and [`CheckedQuery`].
 //! The dialects and DSN schemes are in `sql_guard/dialect.rs`, the walk that refuses or admits
-//! each node in `sql_guard/inspect.rs`, `pg_catalog` qualification in `sql_guard/qualify.rs`,
-//! and the probe, page and count statements in `sql_guard/render.rs`.
+//! each node in `sql_guard/inspect.rs` (with the MySQL-only checks in `sql_guard/mysql.rs`),
+//! `pg_catalog` qualification in `sql_guard/qualify.rs`, and the probe, page and count
+//! statements in `sql_guard/render.rs`.
 
 use sqlparser::parser::Parser;
 
