@@ -33,6 +33,7 @@ mod seeing;
 mod sending;
 mod source_sessions;
 mod sources;
+mod sources_mysql;
 mod sqlite_clocks;
 mod undeclared;
 mod url_safety;
