@@ -24,6 +24,8 @@ pub mod config;
 pub mod definitions;
 /// The first run: sample database, sample definitions, backtest headlines.
 pub mod demo;
+/// Drafting a first definitions file from a source's catalogue (`rowfire init`).
+pub mod draft;
 /// `why RULE KEY`: a key's fires and the fate of its recent rows.
 pub mod explanation;
 /// The deterministic sample B2B SaaS database.

@@ -29,7 +29,8 @@ macro_rules! println {
 mod cli;
 use cli::commands::Command;
 use cli::{
-    definitions, deliveries, demo, integrations, schedule, sources, worker, workspace, workspaces,
+    definitions, deliveries, demo, init, integrations, schedule, sources, worker, workspace,
+    workspaces,
 };
 
 /// Rowfire turns rows in your database into actions, exactly once per rule, per key, per period.
@@ -94,6 +95,13 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
         Command::Resume => workspace::resume(&config).await,
         Command::Rewind { trigger, days } => workspace::rewind(&config, &trigger, days).await,
         Command::Keygen => Ok(workspace::keygen()),
+        Command::Init {
+            source,
+            source_env,
+            dsn_env,
+            out,
+            force,
+        } => init::init(source, source_env, dsn_env, &out, force).await,
         Command::Worker {
             once,
             due_now,

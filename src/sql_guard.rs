@@ -5,8 +5,9 @@
 //!
 //! Here: the entry points ([`check`] and its variants), [`GuardError`] and [`CheckedQuery`].
 //! The dialects and DSN schemes are in `sql_guard/dialect.rs`, the walk that refuses or admits
-//! each node in `sql_guard/inspect.rs`, `pg_catalog` qualification in `sql_guard/qualify.rs`,
-//! and the probe, page and count statements in `sql_guard/render.rs`.
+//! each node in `sql_guard/inspect.rs` (with the MySQL-only checks in `sql_guard/mysql.rs`),
+//! `pg_catalog` qualification in `sql_guard/qualify.rs`, and the probe, page and count
+//! statements in `sql_guard/render.rs`.
 
 use sqlparser::parser::Parser;
 
@@ -65,9 +66,10 @@ pub enum GuardError {
         "the SQL uses {0}, which Rowfire does not check for this database; rewrite it with plain SELECT, joins and functions"
     )]
     Construct(String),
-    /// A PostgreSQL system catalog or statistics view.
+    /// A system catalog or statistics view (PostgreSQL's `pg_*`; MySQL's `mysql`,
+    /// `information_schema`, `performance_schema` and `sys` schemas).
     #[error(
-        "the SQL reads {0}, a PostgreSQL system catalog or statistics view (other sessions, settings, credentials); a trigger reads the application's own tables"
+        "the SQL reads {0}, a system catalog or statistics view (other sessions, settings, credentials); a trigger reads the application's own tables"
     )]
     SystemRelation(String),
     /// A placeholder other than `:since` and `:until`.
@@ -149,21 +151,24 @@ pub fn check_any_dialect(sql: &str) -> Result<(), GuardError> {
 
 /// Like [`check_any_dialect`], with the source's `allow_functions`.
 pub fn check_any_dialect_allowing(sql: &str, allow_functions: &[String]) -> Result<(), GuardError> {
-    let postgres = match check_allowing(sql, Dialect::Postgres, allow_functions) {
-        Ok(_) => return Ok(()),
-        Err(e) => e,
-    };
-    match check_allowing(sql, Dialect::Sqlite, allow_functions) {
-        Ok(_) => Ok(()),
-        // Report PostgreSQL's finding unless only PostgreSQL failed to read the SQL at all.
-        Err(sqlite)
-            if matches!(postgres, GuardError::Parse { .. })
-                && !matches!(sqlite, GuardError::Parse { .. }) =>
-        {
-            Err(sqlite)
+    let mut findings = Vec::with_capacity(Dialect::ALL.len());
+    for dialect in Dialect::ALL {
+        match check_allowing(sql, dialect, allow_functions) {
+            Ok(_) => return Ok(()),
+            Err(e) => findings.push(e),
         }
-        Err(_) => Err(postgres),
     }
+    // Report PostgreSQL's finding unless PostgreSQL failed to read the SQL at all and another
+    // dialect read it: then the first such dialect's finding.
+    let postgres = findings.remove(0);
+    if matches!(postgres, GuardError::Parse { .. })
+        && let Some(other) = findings
+            .into_iter()
+            .find(|e| !matches!(e, GuardError::Parse { .. }))
+    {
+        return Err(other);
+    }
+    Err(postgres)
 }
 
 /// Whether a source's `allow_functions` entry is a function name Rowfire can match: `fn` or
@@ -175,6 +180,7 @@ pub fn is_allowable_function_name(name: &str) -> bool {
 mod dialect;
 mod functions;
 mod inspect;
+mod mysql;
 mod qualify;
 mod render;
 
@@ -182,7 +188,7 @@ pub use dialect::{Dialect, dialect_of};
 pub use functions::{MAX_NAME_PART, is_allowlisted};
 pub use render::{
     Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
-    Window, sqlite_clock_micros, sqlite_clock_text,
+    Window, mysql_clock_text, mysql_value_text, sqlite_clock_micros, sqlite_clock_text,
 };
 
 #[cfg(test)]
@@ -192,3 +198,5 @@ mod tests;
 mod admission_tests;
 #[cfg(test)]
 mod allowlist_tests;
+#[cfg(test)]
+mod mysql_tests;

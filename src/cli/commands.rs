@@ -234,6 +234,34 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: Option<SourcesCommand>,
     },
+    /// Draft a first definitions file from a source's catalogue: one trigger per table that
+    /// looks like events (its clock and key chosen, with why) and one shadow rule on each,
+    /// delivering to the Demo inbox. Tables it skips are listed with the reason. A DSN with a
+    /// password goes in an environment variable (--source-env), never on the command line.
+    ///
+    /// Example: rowfire init --source sqlite://rowfire-demo/sample.db --out definitions.yaml
+    Init {
+        /// The source's URL (postgres://…, mysql://… or sqlite://path), without a password.
+        #[arg(
+            long,
+            conflicts_with = "source_env",
+            required_unless_present = "source_env"
+        )]
+        source: Option<String>,
+        /// The environment variable that holds the source's URL (with its password, if any).
+        #[arg(long, value_name = "VAR")]
+        source_env: Option<String>,
+        /// The environment variable the draft names for the source's DSN (default: the
+        /// --source-env variable, else DATABASE_URL).
+        #[arg(long, value_name = "VAR")]
+        dsn_env: Option<String>,
+        /// Where to write the draft.
+        #[arg(long, default_value = "definitions.yaml")]
+        out: PathBuf,
+        /// Replace the --out file if it exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// Print a new master key for ROWFIRE_MASTER_KEY (secrets are sealed under it).
     ///
     /// Example: rowfire keygen

@@ -1,7 +1,8 @@
 //! The commands behind `main.rs`, one file per thing they serve: `definitions` (validate,
 //! explain, backtest, push, pull, list, promote, demote, why), `workspace` (migrate, status,
 //! halt, resume, rewind, keygen), `workspaces` (create, list, rename, delete), `worker`,
-//! `deliveries`, `schedule`, `integrations`, `sources` and `demo` (with the sample database). A command
+//! `deliveries`, `schedule`, `integrations`, `sources`, `init` (a draft from a source's
+//! catalogue) and `demo` (with the sample database). A command
 //! works in one workspace (`open_workspace`: `--workspace`, else `ROWFIRE_WORKSPACE`). They call the library and print what it returns; `commands`
 //! holds the arguments and their bounds, `out` the one way to standard output, `logs` where
 //! logs go (standard error, text or JSON). Binary only.
@@ -16,6 +17,7 @@ pub(crate) mod commands;
 pub(crate) mod definitions;
 pub(crate) mod deliveries;
 pub(crate) mod demo;
+pub(crate) mod init;
 pub(crate) mod integrations;
 pub(crate) mod logs;
 pub(crate) mod out;

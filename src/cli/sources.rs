@@ -70,7 +70,7 @@ async fn add(
 ) -> Result<ExitCode> {
     let dsn = secret_value(Some(url_env))?;
     let Some(dialect) = rowfire::source::dialect_of(&dsn) else {
-        bail!("{url_env} does not hold a postgres:// or sqlite: URL");
+        bail!("{url_env} does not hold a postgres://, mysql:// or sqlite: URL");
     };
     let key = match config.master_key.clone() {
         Ok(key) => key,

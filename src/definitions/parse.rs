@@ -333,13 +333,10 @@ impl Cx {
             match kind.as_str() {
                 "postgres" | "postgresql" => def.kind = Some(Dialect::Postgres),
                 "sqlite" => def.kind = Some(Dialect::Sqlite),
-                "mysql" | "mariadb" => self.problem(
-                    format!("{path}.type"),
-                    "MySQL/MariaDB sources are not supported yet; use postgres or sqlite",
-                ),
+                "mysql" | "mariadb" => def.kind = Some(Dialect::Mysql),
                 other => self.problem(
                     format!("{path}.type"),
-                    format!("unknown source type \"{other}\"; use postgres or sqlite"),
+                    format!("unknown source type \"{other}\"; use postgres, mysql or sqlite"),
                 ),
             }
         }

@@ -1,15 +1,16 @@
 //! The fork between source engines: each engine's pool and read session, and every `match`
 //! over them, so the rest of `source` never names an engine. A new engine is a new file beside
-//! `postgres.rs` and `sqlite.rs` plus one arm per match here (and its [`Dialect`] in the guard).
+//! `postgres.rs`, `sqlite.rs` and `mysql.rs` plus one arm per match here (and its [`Dialect`] in
+//! the guard).
 //! Also what connecting shares: the connect error and the pool every engine opens.
 
 use std::time::Duration;
 
 use sqlx::pool::PoolOptions;
-use sqlx::{PgPool, SqlitePool};
+use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 use super::window::{FetchError, Fetched};
-use super::{Column, Source, SourceError, postgres, sqlite};
+use super::{Column, Source, SourceError, mysql, postgres, sqlite};
 use crate::row::Value;
 use crate::sql_guard::{Dialect, Rendered, Shape};
 
@@ -50,9 +51,28 @@ pub(super) fn timed_out(dialect: Dialect, e: &sqlx::Error) -> bool {
                 .code()
                 .and_then(|c| c.parse::<i64>().ok())
                 .is_some_and(|c| c & 0xff == 9),
+            Dialect::Mysql => mysql::timed_out(e),
         },
         _ => false,
     }
+}
+
+/// Advice for a database error that has a usual fix, by engine and error (MySQL's numbers):
+/// appended to the database's own message.
+pub(super) fn advice(dialect: Dialect, e: &sqlx::Error) -> Option<&'static str> {
+    if dialect != Dialect::Mysql {
+        return None;
+    }
+    Some(match mysql::error_number(e)? {
+        // Access denied to a table, a column or the database.
+        1142 | 1143 | 1044 => {
+            "grant the source's user SELECT on the tables the trigger reads (GRANT SELECT ON app.* TO 'rowfire'@'%'), and nothing more"
+        }
+        1054 => "check the column names in the trigger's SQL (MySQL quotes names with backticks)",
+        1146 => "check the table's name and that the DSN names the database that holds it",
+        1792 => "sources are only read; a trigger is one SELECT",
+        _ => return None,
+    })
 }
 
 /// A source's connections, per engine.
@@ -60,12 +80,14 @@ pub(super) fn timed_out(dialect: Dialect, e: &sqlx::Error) -> bool {
 pub(super) enum Pool {
     Postgres(PgPool),
     Sqlite(SqlitePool),
+    Mysql(MySqlPool),
 }
 
 /// One read of a window, per engine: a read-only snapshot held across its pages.
 pub(super) enum Session {
     Postgres(postgres::PgSession),
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Mysql(mysql::MySession),
 }
 
 impl Pool {
@@ -84,6 +106,10 @@ impl Pool {
                 let (pool, shown) = sqlite::connect(dsn).await?;
                 (Pool::Sqlite(pool), shown)
             }
+            Dialect::Mysql => {
+                let (pool, shown) = mysql::connect(dsn, timeout).await?;
+                (Pool::Mysql(pool), shown)
+            }
         })
     }
 
@@ -100,6 +126,9 @@ impl Pool {
             Pool::Sqlite(pool) => sqlite::columns(pool, rendered, source.timeout)
                 .await
                 .map_err(|e| source.query_error(e)),
+            Pool::Mysql(pool) => mysql::columns(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.my_error(e)),
         }
     }
 
@@ -116,18 +145,22 @@ impl Pool {
             Pool::Sqlite(pool) => sqlite::count(pool, rendered, source.timeout)
                 .await
                 .map_err(|e| source.query_error(e)),
+            Pool::Mysql(pool) => mysql::count(pool, rendered, source.timeout)
+                .await
+                .map_err(|e| source.my_error(e)),
         }
     }
 
     /// Runs a `SELECT count(*), columns…` statement: the count and one counted row's columns.
-    /// `None` on an engine whose clocks are typed times, so none is unreadable (PostgreSQL).
+    /// `None` on an engine whose clocks are typed times, so none is unreadable (PostgreSQL,
+    /// MySQL).
     pub(super) async fn count_with_example(
         &self,
         source: &Source,
         rendered: &Rendered,
     ) -> Result<Option<(u64, Vec<Value>)>, SourceError> {
         match self {
-            Pool::Postgres(_) => Ok(None),
+            Pool::Postgres(_) | Pool::Mysql(_) => Ok(None),
             Pool::Sqlite(pool) => sqlite::count_with_example(pool, rendered, source.timeout)
                 .await
                 .map(Some)
@@ -148,7 +181,27 @@ impl Pool {
                     .await
                     .map_err(|e| source.query_error(e))?,
             ),
+            Pool::Mysql(pool) => Session::Mysql(
+                mysql::MySession::open(pool, source.timeout)
+                    .await
+                    .map_err(|e| source.my_error(e))?,
+            ),
         })
+    }
+
+    /// The catalogue's facts, read by Rowfire's own statement in a read.
+    pub(super) async fn catalogue(&self, source: &Source) -> Result<Vec<[String; 4]>, SourceError> {
+        match self {
+            Pool::Postgres(pool) => postgres::catalogue(pool, source.timeout)
+                .await
+                .map_err(|e| source.pg_error(e)),
+            Pool::Sqlite(pool) => sqlite::catalogue(pool, source.timeout)
+                .await
+                .map_err(|e| source.query_error(e)),
+            Pool::Mysql(pool) => mysql::catalogue(pool, source.timeout)
+                .await
+                .map_err(|e| source.my_error(e)),
+        }
     }
 
     /// Runs statements without the guard, the way reads run (tests only).
@@ -160,6 +213,9 @@ impl Pool {
             Pool::Sqlite(pool) => sqlite::execute(pool, sql)
                 .await
                 .map_err(|e| source.query_error(e)),
+            Pool::Mysql(pool) => mysql::execute(pool, sql, source.timeout)
+                .await
+                .map_err(|e| source.my_error(e)),
         }
     }
 }
@@ -179,6 +235,9 @@ impl Session {
             Session::Sqlite(tx) => {
                 sqlite::fetch(tx, rendered, shape, source.timeout, source.page_bytes).await
             }
+            Session::Mysql(session) => {
+                mysql::fetch(session, rendered, shape, source.page_bytes).await
+            }
         }
     }
 
@@ -189,6 +248,7 @@ impl Session {
             Session::Sqlite(tx) => {
                 let _ = tx.rollback().await;
             }
+            Session::Mysql(session) => session.close().await,
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::sql_guard::{Dialect, GuardError};
 pub enum SourceError {
     /// The DSN's environment variable is not set.
     #[error(
-        "source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://… or sqlite://path)"
+        "source {name}: the environment variable {var} is not set; export it with the source's DSN (postgres://…, mysql://… or sqlite://path)"
     )]
     MissingDsn {
         /// The source.
@@ -27,7 +27,7 @@ pub enum SourceError {
     },
     /// The DSN is not a URL Rowfire reads.
     #[error(
-        "source {name}: the DSN in {var} is not a postgres:// or sqlite:// URL Rowfire can read"
+        "source {name}: the DSN in {var} is not a postgres://, mysql:// or sqlite:// URL Rowfire can read"
     )]
     BadDsn {
         /// The source.

@@ -2,20 +2,26 @@
 //! trigger's time window through the SQL guard.
 //!
 //! Every session is read-only (PostgreSQL: `default_transaction_read_only` plus a read-only
-//! transaction; SQLite: opened read-only with `query_only`), carries a statement timeout that the
-//! query cannot lift (PostgreSQL: set transaction-locally before every statement and backed by a
-//! client-side deadline that ends the backend; SQLite: a wall-clock interrupt), leaves nothing
-//! behind (PostgreSQL connections are reused only after `DISCARD ALL`, closed on any failure),
-//! and is shown as `host:port/db` at most: a DSN never appears in output or errors.
+//! transaction; MySQL/MariaDB: `SET SESSION TRANSACTION READ ONLY` plus `START TRANSACTION READ
+//! ONLY, WITH CONSISTENT SNAPSHOT`; SQLite: opened read-only with `query_only`), carries a
+//! statement timeout that the query cannot lift (PostgreSQL: set transaction-locally before every
+//! statement; MySQL: the session's `max_execution_time` or MariaDB's `max_statement_time`, which
+//! only a statement the guard refuses can change; both backed by a client-side deadline that ends
+//! the server's side; SQLite: a wall-clock interrupt), leaves nothing behind (PostgreSQL
+//! connections are reused only after `DISCARD ALL`, MySQL ones after a rollback and the session
+//! settings applied again, closed on any failure), and is shown as `host:port/db` at most: a
+//! DSN never appears in output or errors.
 //!
 //! Here: [`Source`] (connecting, the guard in the source's dialect, the shape check, counts and
-//! opening a paged read). Beside it: `engine.rs` (the one fork between engines), `postgres.rs`
-//! and `sqlite.rs` (each engine's sessions and decoding), `window.rs` (the paged
+//! opening a paged read). Beside it: `engine.rs` (the one fork between engines), `postgres.rs`,
+//! `mysql.rs` and `sqlite.rs` (each engine's sessions and decoding), `window.rs` (the paged
 //! [`WindowReader`]), `error.rs`, `unreadable.rs` (clocks that are not times) and `redact.rs`
 //! (DSNs out of messages).
 
+mod catalogue;
 mod engine;
 mod error;
+mod mysql;
 mod postgres;
 mod redact;
 mod sqlite;
@@ -27,6 +33,7 @@ use std::time::Duration;
 use crate::definitions::SourceDef;
 use crate::sql_guard::{self, CheckedQuery, Dialect, Rendered, Shape, Window};
 
+pub use catalogue::{Catalogue, CatalogueColumn, CatalogueTable, MAX_FACTS};
 use engine::{ConnectError, Pool};
 pub use error::SourceError;
 use redact::scrub;
@@ -186,14 +193,24 @@ impl Source {
         }
     }
 
+    fn my_error(&self, e: mysql::MyFail) -> SourceError {
+        match e {
+            mysql::MyFail::Sql(e) => self.query_error(e),
+            mysql::MyFail::Deadline => self.timeout_error(),
+        }
+    }
+
     fn query_error(&self, e: sqlx::Error) -> SourceError {
         if engine::timed_out(self.dialect, &e) {
             self.timeout_error()
         } else {
-            let message = match &e {
+            let mut message = match &e {
                 sqlx::Error::Database(db) => db.message().to_string(),
                 other => other.to_string(),
             };
+            if let Some(advice) = engine::advice(self.dialect, &e) {
+                message = format!("{message}; {advice}");
+            }
             SourceError::Query {
                 name: self.name.clone(),
                 shown: self.shown.clone(),
@@ -234,7 +251,7 @@ impl Source {
 
     /// Checks that the clock, every key column and the `also` columns (occurrence and anchor
     /// columns) are among the query's output columns, and
-    /// (on PostgreSQL) that the clock is a timestamp or a date.
+    /// (on PostgreSQL and MySQL) that the clock is a timestamp or a date.
     pub async fn check_shape(
         &self,
         trigger: &str,
@@ -264,23 +281,29 @@ impl Source {
                 ),
             });
         }
-        if self.dialect == Dialect::Postgres {
-            let clock = columns
-                .iter()
-                .find(|c| c.name == shape.clock)
-                .expect("checked above");
-            if !matches!(
-                clock.type_name.as_str(),
-                "TIMESTAMPTZ" | "TIMESTAMP" | "DATE"
-            ) {
-                return Err(SourceError::Shape {
-                    trigger: trigger.to_string(),
-                    message: format!(
-                        "the clock column {} is {}, not a time; cast it in the SQL, for example {}::timestamptz",
-                        clock.name, clock.type_name, clock.name
-                    ),
-                });
-            }
+        let clock = columns
+            .iter()
+            .find(|c| c.name == shape.clock)
+            .expect("checked above");
+        let (times, cast): (&[&str], _) = match self.dialect {
+            Dialect::Postgres => (
+                &["TIMESTAMPTZ", "TIMESTAMP", "DATE"],
+                format!("{}::timestamptz", clock.name),
+            ),
+            Dialect::Mysql => (
+                &["DATETIME", "TIMESTAMP", "DATE"],
+                format!("CAST({} AS DATETIME(6))", clock.name),
+            ),
+            Dialect::Sqlite => (&[], String::new()),
+        };
+        if !times.is_empty() && !times.contains(&clock.type_name.as_str()) {
+            return Err(SourceError::Shape {
+                trigger: trigger.to_string(),
+                message: format!(
+                    "the clock column {} is {}, not a time; cast it in the SQL, for example {cast}",
+                    clock.name, clock.type_name
+                ),
+            });
         }
         Ok(())
     }
@@ -345,6 +368,22 @@ impl Source {
         Ok(WindowReader::new(self, query, shape, window, session))
     }
 
+    /// The source's catalogue as its user sees it: tables, columns and types, primary and
+    /// foreign keys, and indexed columns (see [`Catalogue`]).
+    pub async fn catalogue(&self) -> Result<Catalogue, SourceError> {
+        let facts = self.pool.catalogue(self).await?;
+        if facts.len() > MAX_FACTS {
+            return Err(SourceError::Query {
+                name: self.name.clone(),
+                shown: self.shown.clone(),
+                message: format!(
+                    "the catalogue holds more than {MAX_FACTS} columns, keys and indexes; point the DSN at a database (or schema) with fewer tables"
+                ),
+            });
+        }
+        Ok(Catalogue::from_facts(facts))
+    }
+
     /// Lowers the memory bound of one page (256 MiB by default), so tests can show it
     /// without building hundreds of megabytes; Rowfire never calls it.
     #[doc(hidden)]
@@ -369,6 +408,7 @@ mod tests {
         assert_eq!(dialect_of("postgres://x/y"), Some(Dialect::Postgres));
         assert_eq!(dialect_of("postgresql://x/y"), Some(Dialect::Postgres));
         assert_eq!(dialect_of("sqlite://demo/sample.db"), Some(Dialect::Sqlite));
-        assert_eq!(dialect_of("mysql://x/y"), None);
+        assert_eq!(dialect_of("mysql://x/y"), Some(Dialect::Mysql));
+        assert_eq!(dialect_of("redis://x/y"), None);
     }
 }

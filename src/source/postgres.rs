@@ -136,3 +136,55 @@ pub(super) async fn fetch(
         key,
     })
 }
+
+/// The catalogue of the session's current schema, as its user sees it: columns from
+/// `information_schema` (only those the user may read), keys and indexes from `pg_catalog`
+/// (which every user may read), one fact per row.
+const CATALOGUE_SQL: &str = "SELECT kind, tbl, col, extra FROM (\
+     SELECT 'column' AS kind, c.table_name::text AS tbl, c.column_name::text AS col, \
+            c.data_type::text AS extra, c.ordinal_position::int AS pos \
+       FROM information_schema.columns c WHERE c.table_schema = pg_catalog.current_schema() \
+     UNION ALL \
+     SELECT CASE c.contype WHEN 'p' THEN 'primary' ELSE 'foreign' END, t.relname::text, \
+            a.attname::text, coalesce(r.relname::text, ''), k.ord::int \
+       FROM pg_catalog.pg_constraint c \
+       JOIN pg_catalog.pg_class t ON t.oid = c.conrelid \
+       JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace \
+       CROSS JOIN LATERAL pg_catalog.unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord) \
+       JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum \
+       LEFT JOIN pg_catalog.pg_class r ON r.oid = c.confrelid \
+      WHERE n.nspname = pg_catalog.current_schema() AND c.contype IN ('p', 'f') \
+     UNION ALL \
+     SELECT 'indexed', t.relname::text, a.attname::text, '', 0 \
+       FROM pg_catalog.pg_index i \
+       JOIN pg_catalog.pg_class t ON t.oid = i.indrelid \
+       JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace \
+       JOIN pg_catalog.pg_attribute a ON a.attrelid = t.oid AND a.attnum = i.indkey[0] \
+      WHERE n.nspname = pg_catalog.current_schema()\
+   ) AS f ORDER BY tbl, kind, pos LIMIT 200001";
+
+/// Reads the catalogue's facts in a read.
+pub(super) async fn catalogue(
+    pool: &PgPool,
+    timeout: Duration,
+) -> Result<Vec<[String; 4]>, PgFail> {
+    let mut session = PgSession::open(pool, timeout).await?;
+    let rows = session
+        .fetch_all(&Rendered {
+            sql: CATALOGUE_SQL.to_string(),
+            binds: Vec::new(),
+        })
+        .await?;
+    session.close().await;
+    rows.iter()
+        .map(|r| {
+            Ok([
+                r.try_get("kind")?,
+                r.try_get("tbl")?,
+                r.try_get("col")?,
+                r.try_get("extra")?,
+            ])
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(PgFail::Sql)
+}

@@ -225,3 +225,43 @@ pub(super) async fn fetch(
         key,
     })
 }
+
+/// The catalogue of the database file: tables and views, their columns and declared types,
+/// keys and indexes, from SQLite's table-valued pragmas, one fact per row.
+const CATALOGUE_SQL: &str = "SELECT kind, tbl, col, extra FROM (\
+     SELECT 'column' AS kind, m.name AS tbl, p.name AS col, p.type AS extra, p.cid AS pos \
+       FROM sqlite_schema m, pragma_table_info(m.name) p \
+      WHERE m.type IN ('table', 'view') AND m.name NOT LIKE 'sqlite_%' \
+     UNION ALL \
+     SELECT 'primary', m.name, p.name, '', p.pk \
+       FROM sqlite_schema m, pragma_table_info(m.name) p \
+      WHERE m.type = 'table' AND p.pk > 0 AND m.name NOT LIKE 'sqlite_%' \
+     UNION ALL \
+     SELECT 'foreign', m.name, f.\"from\", f.\"table\", f.seq \
+       FROM sqlite_schema m, pragma_foreign_key_list(m.name) f WHERE m.type = 'table' \
+     UNION ALL \
+     SELECT 'indexed', m.name, ii.name, '', 0 \
+       FROM sqlite_schema m, pragma_index_list(m.name) il, pragma_index_info(il.name) ii \
+      WHERE m.type = 'table' AND ii.seqno = 0 AND ii.name IS NOT NULL\
+   ) ORDER BY tbl, kind, pos LIMIT 200001";
+
+/// Reads the catalogue's facts.
+pub(super) async fn catalogue(
+    pool: &SqlitePool,
+    timeout: Duration,
+) -> Result<Vec<[String; 4]>, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let alarm = arm_timeout(&mut conn, timeout).await?;
+    let rows = sqlx::query(CATALOGUE_SQL).fetch_all(&mut *conn).await?;
+    drop(alarm);
+    rows.iter()
+        .map(|r| {
+            Ok([
+                r.try_get("kind")?,
+                r.try_get("tbl")?,
+                r.try_get("col")?,
+                r.try_get::<Option<String>, _>("extra")?.unwrap_or_default(),
+            ])
+        })
+        .collect()
+}

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sqlparser::dialect::{Dialect as SqlDialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::dialect::{Dialect as SqlDialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 
 /// The SQL dialect of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -12,6 +12,8 @@ pub enum Dialect {
     Postgres,
     /// SQLite.
     Sqlite,
+    /// MySQL or MariaDB.
+    Mysql,
 }
 
 /// The engine a DSN names, from its scheme.
@@ -20,6 +22,7 @@ pub fn dialect_of(dsn: &str) -> Option<Dialect> {
     match scheme.as_str() {
         "postgres" | "postgresql" => Some(Dialect::Postgres),
         "sqlite" => Some(Dialect::Sqlite),
+        "mysql" => Some(Dialect::Mysql),
         _ => None,
     }
 }
@@ -29,13 +32,21 @@ impl Dialect {
         match self {
             Dialect::Postgres => Box::new(PostgreSqlDialect {}),
             Dialect::Sqlite => Box::new(SQLiteDialect {}),
+            Dialect::Mysql => Box::new(MySqlDialect {}),
         }
     }
 
     /// Quotes an identifier for this dialect.
     pub fn quote_ident(self, name: &str) -> String {
-        format!("\"{}\"", name.replace('"', "\"\""))
+        match self {
+            // MySQL reads a double-quoted name as a string unless `ANSI_QUOTES` is on.
+            Dialect::Mysql => format!("`{}`", name.replace('`', "``")),
+            _ => format!("\"{}\"", name.replace('"', "\"\"")),
+        }
     }
+
+    /// Every dialect, in the order SQL of unknown origin is tried.
+    pub const ALL: [Dialect; 3] = [Dialect::Postgres, Dialect::Sqlite, Dialect::Mysql];
 }
 
 impl fmt::Display for Dialect {
@@ -43,6 +54,7 @@ impl fmt::Display for Dialect {
         f.write_str(match self {
             Dialect::Postgres => "postgres",
             Dialect::Sqlite => "sqlite",
+            Dialect::Mysql => "mysql",
         })
     }
 }

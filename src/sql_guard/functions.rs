@@ -9,16 +9,18 @@
 //! (`pg_advisory_*`), change settings (`set_config`, `setseed`), touch replication or WAL,
 //! notify listeners, reset statistics, sleep, or assign transaction ids or sequence values.
 //!
-//! The lists live one file per dialect (`functions/postgres.rs`, `functions/sqlite.rs`; the
-//! window functions both share are here). Each group is sorted (checked by a test) so lookups are
-//! binary searches; a new dialect (MySQL) is a new file of groups and an arm in [`allowlist`].
+//! The lists live one file per dialect (`functions/postgres.rs`, `functions/sqlite.rs`,
+//! `functions/mysql.rs`; the window functions all share are here). Each group is sorted (checked
+//! by a test) so lookups are binary searches; a new dialect is a new file of groups and an arm in
+//! [`allowlist`].
 
 use super::Dialect;
 
+mod mysql;
 mod postgres;
 mod sqlite;
 
-/// Window functions, the same in both dialects: rank and look across the rows of the query's own
+/// Window functions, the same in every dialect: rank and look across the rows of the query's own
 /// window frame.
 const WINDOW: &[&str] = &[
     "cume_dist",
@@ -39,6 +41,7 @@ pub(crate) fn allowlist(dialect: Dialect) -> &'static [&'static [&'static str]] 
     match dialect {
         Dialect::Postgres => postgres::POSTGRES,
         Dialect::Sqlite => sqlite::SQLITE,
+        Dialect::Mysql => mysql::MYSQL,
     }
 }
 

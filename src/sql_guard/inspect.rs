@@ -10,7 +10,7 @@ use sqlparser::ast::{
     Value as SqlValue, Visit, Visitor,
 };
 
-use super::{CheckedQuery, Dialect, GuardError, functions, qualify};
+use super::{CheckedQuery, Dialect, GuardError, functions, mysql, qualify};
 
 pub(super) fn inspect_statements(
     statements: Vec<Statement>,
@@ -36,6 +36,9 @@ pub(super) fn inspect_statements(
     }
     let mut query = *query;
     qualify::builtins(dialect, &mut query);
+    if dialect == Dialect::Mysql {
+        mysql::variables(&query.to_string())?;
+    }
     let marker = format!("\u{1}{:016x}", fastrand::u64(..));
     let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
         if let Expr::Value(v) = expr
@@ -87,7 +90,15 @@ impl Inspector {
             }
         }
         let normalised = functions::normalise(self.dialect, &parts);
-        if functions::admitted(self.dialect, &normalised, &self.extra) {
+        // MySQL resolves a quoted name (`` `lower`(x) ``) to a stored function of the current
+        // database, not the built-in: only a name the source opted in to is admitted then.
+        let builtin_shape = !(self.dialect == Dialect::Mysql && parts.iter().any(|(_, q)| *q));
+        let admitted = if builtin_shape {
+            functions::admitted(self.dialect, &normalised, &self.extra)
+        } else {
+            self.extra.contains(&normalised)
+        };
+        if admitted {
             ControlFlow::Continue(())
         } else {
             ControlFlow::Break(GuardError::Function(functions::display(&normalised)))
@@ -98,8 +109,10 @@ impl Inspector {
     /// `pg_*` relation): they show other sessions' queries, settings, password hashes and server
     /// files, none of which is a customer's row.
     fn relation(&self, name: &ObjectName) -> ControlFlow<GuardError> {
-        if self.dialect != Dialect::Postgres {
-            return ControlFlow::Continue(());
+        match self.dialect {
+            Dialect::Postgres => {}
+            Dialect::Mysql => return mysql::relation(name),
+            Dialect::Sqlite => return ControlFlow::Continue(()),
         }
         let mut parts = Vec::with_capacity(name.0.len());
         for part in &name.0 {
@@ -124,7 +137,10 @@ impl Inspector {
     }
 
     /// Refuses operators that are not built in: a custom operator may stand for any function.
-    fn operator(op: &BinaryOperator) -> ControlFlow<GuardError> {
+    fn operator(&self, op: &BinaryOperator) -> ControlFlow<GuardError> {
+        if self.dialect == Dialect::Mysql {
+            return mysql::operator(op);
+        }
         match op {
             BinaryOperator::Custom(_) | BinaryOperator::PGCustomBinaryOperator(_) => {
                 ControlFlow::Break(GuardError::Operator(op.to_string()))
@@ -149,12 +165,18 @@ impl Visitor for Inspector {
         if let Some(lock) = query.locks.first() {
             return ControlFlow::Break(GuardError::Locking(lock.to_string()));
         }
+        if self.dialect == Dialect::Mysql {
+            return mysql::query(query);
+        }
         ControlFlow::Continue(())
     }
 
     fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<GuardError> {
         if select.into.is_some() {
             return ControlFlow::Break(GuardError::SelectInto);
+        }
+        if self.dialect == Dialect::Mysql {
+            return mysql::select(select);
         }
         ControlFlow::Continue(())
     }
@@ -193,9 +215,9 @@ impl Visitor for Inspector {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
         match expr {
             Expr::Function(f) => self.function(&f.name),
-            Expr::BinaryOp { op, .. } => Self::operator(op),
+            Expr::BinaryOp { op, .. } => self.operator(op),
             Expr::AnyOp { compare_op, .. } | Expr::AllOp { compare_op, .. } => {
-                Self::operator(compare_op)
+                self.operator(compare_op)
             }
             Expr::Value(v) => match &v.value {
                 SqlValue::Placeholder(name) => match name.as_str() {

@@ -15,11 +15,13 @@ pub enum Bind {
     /// A bound of Rowfire's own window, compared with the normalised clock (SQLite: integer
     /// microseconds).
     Clock(Timestamp),
-    /// A keyset value from the previous page, with the PostgreSQL type to cast it to.
+    /// A keyset value from the previous page, with the type to cast it to.
     Value {
         /// The value, as read from the last row of the previous page.
         value: Value,
-        /// The column's PostgreSQL type name (ignored on SQLite).
+        /// The column's type to cast the bound value to: PostgreSQL's type name, MySQL's `CAST`
+        /// target (`DATETIME(6)`, `DECIMAL(65,30)`, …; `None` binds it as it is). Ignored on
+        /// SQLite.
         pg_type: Option<String>,
     },
 }
@@ -29,7 +31,7 @@ pub enum Bind {
 pub struct Rendered {
     /// The SQL text.
     pub sql: String,
-    /// Values for `$1…` (PostgreSQL) or `?1…` (SQLite), in order.
+    /// Values for `$1…` (PostgreSQL), `?1…` (SQLite) or each `?` (MySQL), in order.
     pub binds: Vec<Bind>,
 }
 
@@ -142,6 +144,16 @@ impl Builder {
                     }
                     (Dialect::Postgres, _) => format!("${n}"),
                     (Dialect::Sqlite, _) => format!("?{n}"),
+                    (Dialect::Mysql, Bind::Instant(_) | Bind::Clock(_)) => {
+                        "CAST(? AS DATETIME(6))".to_string()
+                    }
+                    (
+                        Dialect::Mysql,
+                        Bind::Value {
+                            pg_type: Some(ty), ..
+                        },
+                    ) => format!("CAST(? AS {ty})"),
+                    (Dialect::Mysql, _) => "?".to_string(),
                 }
             }
         };
@@ -152,6 +164,10 @@ impl Builder {
     }
 
     fn since(&mut self) -> String {
+        // MySQL's placeholders are positional: every use takes a bind of its own.
+        if self.dialect == Dialect::Mysql && self.mode == Placeholders::Numbered {
+            return self.push(Bind::Instant(self.window.since));
+        }
         if self.since.is_none() {
             self.since = Some(self.push(Bind::Instant(self.window.since)));
         }
@@ -159,6 +175,10 @@ impl Builder {
     }
 
     fn until(&mut self) -> String {
+        // MySQL's placeholders are positional: every use takes a bind of its own.
+        if self.dialect == Dialect::Mysql && self.mode == Placeholders::Numbered {
+            return self.push(Bind::Instant(self.window.until));
+        }
         if self.until.is_none() {
             self.until = Some(self.push(Bind::Instant(self.window.until)));
         }
@@ -166,6 +186,10 @@ impl Builder {
     }
 
     fn clock_since(&mut self) -> String {
+        // MySQL's placeholders are positional: every use takes a bind of its own.
+        if self.dialect == Dialect::Mysql && self.mode == Placeholders::Numbered {
+            return self.push(Bind::Clock(self.window.since));
+        }
         if self.clock_since.is_none() {
             self.clock_since = Some(self.push(Bind::Clock(self.window.since)));
         }
@@ -173,6 +197,10 @@ impl Builder {
     }
 
     fn clock_until(&mut self) -> String {
+        // MySQL's placeholders are positional: every use takes a bind of its own.
+        if self.dialect == Dialect::Mysql && self.mode == Placeholders::Numbered {
+            return self.push(Bind::Clock(self.window.until));
+        }
         if self.clock_until.is_none() {
             self.clock_until = Some(self.push(Bind::Clock(self.window.until)));
         }
@@ -208,6 +236,24 @@ impl Builder {
                 Value::Bool(b) => (*b as i32).to_string(),
                 other => quote(&other.to_sql_text().unwrap_or_default()),
             },
+            (Dialect::Mysql, Bind::Instant(ts) | Bind::Clock(ts)) => {
+                format!("CAST({} AS DATETIME(6))", quote(&mysql_clock_text(*ts)))
+            }
+            (Dialect::Mysql, Bind::Value { value, pg_type }) => {
+                let text = match value {
+                    Value::Int(_) | Value::Float(_) => value.to_string(),
+                    Value::Bool(b) => (*b as i32).to_string(),
+                    Value::Bytes(bytes) => {
+                        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                        format!("X'{hex}'")
+                    }
+                    other => quote(&mysql_value_text(other).unwrap_or_default()),
+                };
+                match pg_type {
+                    Some(ty) => format!("CAST({text} AS {ty})"),
+                    None => text,
+                }
+            }
         }
     }
 }
@@ -216,6 +262,30 @@ impl Builder {
 /// comparable with `strftime('%Y-%m-%d %H:%M:%f', clock)`.
 pub fn sqlite_clock_text(ts: Timestamp) -> String {
     ts.strftime("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+/// An instant as MySQL reads a `DATETIME(6)` in the session's UTC: `YYYY-MM-DD
+/// HH:MM:SS.ffffff`, rounded up to the microsecond (so `clock >= since` and `clock < until` keep
+/// their meaning for sub-microsecond bounds) and held within the years `DATETIME` holds
+/// (1000 to 9999).
+pub fn mysql_clock_text(ts: Timestamp) -> String {
+    let micros = sqlite_clock_micros(ts);
+    // 1000-01-01T00:00:00Z; the latest instant is jiff's, inside year 9999.
+    let earliest = Timestamp::from_second(-30_610_224_000).unwrap_or(Timestamp::MIN);
+    let latest = Timestamp::MAX;
+    let at = Timestamp::from_microsecond(micros)
+        .unwrap_or(latest)
+        .clamp(earliest, latest);
+    at.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string()
+}
+
+/// A value as text MySQL casts back to its column's type: instants in [`mysql_clock_text`]
+/// form, everything else as [`Value::to_sql_text`] writes it. `None` for NULL.
+pub fn mysql_value_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Timestamp(ts) => Some(mysql_clock_text(*ts)),
+        other => other.to_sql_text(),
+    }
 }
 
 /// An instant as SQLite compares clocks: integer microseconds since the Unix epoch, rounded up
@@ -239,6 +309,9 @@ impl CheckedQuery {
     }
 
     fn inner(&self, b: &mut Builder) -> String {
+        if self.dialect == Dialect::Mysql {
+            return self.inner_in_order(b);
+        }
         let mut text = self.inner.clone();
         let since = format!("{}since\u{1}", self.marker);
         if text.contains(&since) {
@@ -251,10 +324,37 @@ impl CheckedQuery {
         text
     }
 
+    /// The query with each window placeholder replaced in the order it appears, so positional
+    /// binds line up with their `?`.
+    fn inner_in_order(&self, b: &mut Builder) -> String {
+        let since = format!("{}since\u{1}", self.marker);
+        let until = format!("{}until\u{1}", self.marker);
+        let mut out = String::with_capacity(self.inner.len());
+        let mut rest = self.inner.as_str();
+        loop {
+            let next = [(rest.find(&since), true), (rest.find(&until), false)]
+                .into_iter()
+                .filter_map(|(at, is_since)| at.map(|at| (at, is_since)))
+                .min();
+            let Some((at, is_since)) = next else {
+                out.push_str(rest);
+                return out;
+            };
+            out.push_str(&rest[..at]);
+            let (bind, len) = if is_since {
+                (b.since(), since.len())
+            } else {
+                (b.until(), until.len())
+            };
+            out.push_str(&bind);
+            rest = &rest[at + len..];
+        }
+    }
+
     fn clock_expr(&self, clock: &str) -> String {
         let col = format!("t.{}", self.dialect.quote_ident(clock));
         match self.dialect {
-            Dialect::Postgres => col,
+            Dialect::Postgres | Dialect::Mysql => col,
             // Integer microseconds: text read as Rowfire reads it, numbers as Unix seconds.
             Dialect::Sqlite => format!("{SQLITE_CLOCK_FN}({col})"),
         }
@@ -305,7 +405,7 @@ impl CheckedQuery {
         let clock = self.clock_expr(shape.clock);
         let keys = self.key_exprs(shape.key);
         let select = match self.dialect {
-            Dialect::Postgres => "t.*".to_string(),
+            Dialect::Postgres | Dialect::Mysql => "t.*".to_string(),
             Dialect::Sqlite => format!(
                 "t.*, {clock} AS {}",
                 self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)

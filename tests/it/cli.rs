@@ -324,11 +324,11 @@ fn fixture_load_writes_the_sample_and_says_what_it_wrote() {
         ),
         "{stdout}"
     );
-    let bad = rowfire(&["fixture", "load", "--into", "mysql://x/y"], &[]);
+    let bad = rowfire(&["fixture", "load", "--into", "redis://x/y"], &[]);
     assert!(
         text(&bad)
             .1
-            .contains("--into must be a postgres:// or sqlite:// URL")
+            .contains("--into must be a postgres://, mysql:// or sqlite:// URL")
     );
 }
 

@@ -9,7 +9,7 @@ use rowfire::source::Source;
 use rowfire::sql_guard::{Shape, Window};
 use sqlx::{AssertSqlSafe, Connection, SqliteConnection};
 
-use crate::support::{TestPg, TestSqlite, now, sample_source, source_def};
+use crate::support::{TestMy, TestPg, TestSqlite, now, sample_source, source_def};
 
 async fn read_ids(
     source: &Source,
@@ -278,4 +278,194 @@ async fn sqlite_clocks_in_unix_seconds_are_read_as_times() {
         vec![1, 2],
         "the row an hour ahead of the window's end is outside it"
     );
+}
+
+#[tokio::test]
+async fn a_window_of_three_pages_is_read_completely_on_mariadb() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    three_pages_read_every_row_once(&my.url).await;
+}
+
+/// Creates `events (id, k, at)` on MariaDB holding `rows` (clock as UTC text).
+async fn mariadb_events(my: &TestMy, key_type: &str, rows: &[(i64, String, String)]) {
+    let mut c = my.admin().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE events (id BIGINT PRIMARY KEY, k {key_type}, at DATETIME(6))"
+    )))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    for (id, k, at) in rows {
+        let at: Timestamp = at.parse().unwrap();
+        sqlx::query("INSERT INTO events VALUES (?, ?, ?)")
+            .bind(id)
+            .bind(k)
+            .bind(at.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string())
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn rows_tied_on_clock_and_key_across_a_page_boundary_are_read_once_on_mariadb() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    let rows: Vec<(i64, String, String)> = tie_rows()
+        .into_iter()
+        .map(|(id, k, at)| (id, k.to_string(), at.to_string()))
+        .collect();
+    mariadb_events(&my, "VARCHAR(10)", &rows).await;
+    ties_are_read_once(&my.url).await;
+}
+
+/// Twenty-two rows in pages of four: runs of rows tied on (clock, key), one microsecond apart
+/// from their neighbours, straddle the first and the second page boundaries, so the window takes
+/// at least three pages and no run is split, skipped or read twice.
+fn three_page_tie_rows() -> Vec<(i64, String, String)> {
+    let mut rows = Vec::new();
+    let mut id = 0;
+    let mut push = |k: &str, at: &str, n: usize| {
+        for _ in 0..n {
+            id += 1;
+            rows.push((id, k.to_string(), at.to_string()));
+        }
+    };
+    push("a", "2026-11-28T10:00:00Z", 3);
+    push("b", "2026-11-28T10:00:00.000001Z", 3);
+    push("a", "2026-11-28T10:00:00.000001Z", 1);
+    push("c", "2026-11-28T10:30:00Z", 5);
+    push("b", "2026-11-28T10:30:00Z", 2);
+    push("a", "2026-11-28T11:00:00Z", 4);
+    push("d", "2026-11-28T11:00:00.999999Z", 3);
+    push("a", "2026-11-28T12:00:00Z", 1);
+    rows
+}
+
+async fn three_pages_with_ties_are_read_once(url: &str) {
+    let source = ties_source(url).await;
+    let (ids, pages) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        ties_window(),
+    )
+    .await;
+    assert!(pages >= 3, "{pages} pages");
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, (1..=22).collect::<Vec<_>>(), "read {ids:?}");
+}
+
+#[tokio::test]
+async fn a_three_page_window_with_ties_straddling_pages_is_read_once_on_mariadb() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    mariadb_events(&my, "VARCHAR(10)", &three_page_tie_rows()).await;
+    three_pages_with_ties_are_read_once(&my.url).await;
+}
+
+#[tokio::test]
+async fn a_three_page_window_with_ties_straddling_pages_is_read_once_on_postgres() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let mut c = pg.admin().await;
+    sqlx::raw_sql("CREATE TABLE events (id bigint PRIMARY KEY, k text, at timestamptz)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    for (id, k, at) in three_page_tie_rows() {
+        let at: Timestamp = at.parse().unwrap();
+        sqlx::query("INSERT INTO events VALUES ($1, $2, $3)")
+            .bind(id)
+            .bind(k)
+            .bind(jiff_sqlx::Timestamp::from(at))
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    three_pages_with_ties_are_read_once(&pg.url).await;
+}
+
+#[tokio::test]
+async fn a_three_page_window_with_ties_straddling_pages_is_read_once_on_sqlite() {
+    let db = TestSqlite::new();
+    let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", db.url))
+        .await
+        .unwrap();
+    sqlx::raw_sql("CREATE TABLE events (id INTEGER PRIMARY KEY, k TEXT, at TEXT)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    for (id, k, at) in three_page_tie_rows() {
+        sqlx::query("INSERT INTO events VALUES (?1, ?2, ?3)")
+            .bind(id)
+            .bind(k)
+            .bind(at)
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+    three_pages_with_ties_are_read_once(&db.url).await;
+}
+
+/// Keys that MariaDB's case- and accent-insensitive collation finds equal but that differ as
+/// text (`a`, `A`, `á`) at one instant, and decimals equal in SQL but not in text (`1.1`,
+/// `1.10`), straddling page boundaries: SQL decides where a page ends, so each row is read once.
+#[tokio::test]
+async fn keys_equal_in_sql_but_not_in_text_straddling_pages_are_read_once_on_mariadb() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    let words = ["a", "A", "á", "b"];
+    let rows: Vec<(i64, String, String)> = (1..=11)
+        .map(|i| {
+            (
+                i,
+                words[(i % 4) as usize].to_string(),
+                "2026-11-28T11:00:00Z".to_string(),
+            )
+        })
+        .collect();
+    mariadb_events(
+        &my,
+        "VARCHAR(10) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci",
+        &rows,
+    )
+    .await;
+    let source = ties_source(&my.url).await;
+    let (mut ids, _) = read_ids(
+        &source,
+        "SELECT id, k, at FROM events",
+        "at",
+        &["k".into()],
+        ties_window(),
+    )
+    .await;
+    ids.sort();
+    assert_eq!(ids, (1..=11).collect::<Vec<_>>());
+    let mut c = my.admin().await;
+    sqlx::raw_sql(
+        "CREATE TABLE amounts (id BIGINT PRIMARY KEY, k DECIMAL(10, 3), at DATETIME(6));
+         INSERT INTO amounts SELECT seq, ELT(seq % 4 + 1, 1.1, 1.10, 1.100, 2), '2026-11-28 11:00:00' FROM seq_1_to_11;",
+    )
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let (mut ids, _) = read_ids(
+        &source,
+        "SELECT id, k, at FROM amounts",
+        "at",
+        &["k".into()],
+        ties_window(),
+    )
+    .await;
+    ids.sort();
+    assert_eq!(ids, (1..=11).collect::<Vec<_>>());
 }

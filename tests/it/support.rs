@@ -135,6 +135,138 @@ pub fn run_sql_while_dropping(url: &str, sql: String) {
     .join();
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the suite's own setting, not Rowfire's"
+)]
+fn mysql_admin_url() -> String {
+    std::env::var("ROWFIRE_TEST_MYSQL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+}
+
+/// A fresh MariaDB (or MySQL) database, dropped when the test ends.
+pub struct TestMy {
+    /// The database's URL, as the server's administrator.
+    pub url: String,
+    /// The database's name.
+    pub name: String,
+}
+
+impl TestMy {
+    /// Creates a database for one test. Without a server, the test is skipped locally and fails
+    /// under CI (`CI=true`), where MariaDB must be running.
+    pub async fn new() -> Option<TestMy> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let admin = mysql_admin_url();
+        let mut conn = match sqlx::MySqlConnection::connect(&admin).await {
+            Ok(c) => c,
+            Err(e) => {
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "whether the suite runs under CI, where MariaDB must be up"
+                )]
+                let under_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+                if under_ci {
+                    panic!("MariaDB is required under CI but {admin} is unreachable: {e}");
+                }
+                eprintln!(
+                    "skipping: MariaDB at {admin} is unreachable ({e}); set ROWFIRE_TEST_MYSQL"
+                );
+                return None;
+            }
+        };
+        let name = format!(
+            "rowfire_t_{}_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst),
+            fastrand::u32(..)
+        );
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        )))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        let url = format!("{}/{name}", admin.trim_end_matches('/'));
+        Some(TestMy { url, name })
+    }
+
+    /// A read-write connection for setting up test data, in UTC with backslashes as plain
+    /// characters, as Rowfire's sessions read.
+    pub async fn admin(&self) -> sqlx::MySqlConnection {
+        use std::str::FromStr;
+        let opts = sqlx::mysql::MySqlConnectOptions::from_str(&self.url)
+            .unwrap()
+            .timezone(Some("+00:00".to_string()));
+        let mut conn = sqlx::MySqlConnection::connect_with(&opts).await.unwrap();
+        sqlx::raw_sql("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES'")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn
+    }
+
+    /// A user that may only read this database, and its URL (with `password`).
+    pub async fn reader_url(&self, password: &str) -> String {
+        let user = format!("{}_r", self.name);
+        let mut admin = self.admin().await;
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "CREATE USER '{user}'@'%' IDENTIFIED BY '{password}';
+             GRANT SELECT ON {name}.* TO '{user}'@'%';",
+            name = self.name
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let host = mysql_admin_url();
+        let host = host
+            .rsplit('@')
+            .next()
+            .unwrap_or("127.0.0.1:3306")
+            .trim_end_matches('/');
+        format!("mysql://{user}:{password}@{host}/{}", self.name)
+    }
+}
+
+impl Drop for TestMy {
+    fn drop(&mut self) {
+        let url = mysql_admin_url();
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::MySqlConnection::connect(&url).await {
+                    // The test's own connections may still be open (their pool's runtime is
+                    // the one this drop blocks) and hold locks the DROP would wait on forever:
+                    // end them first, as PostgreSQL's `WITH (FORCE)` does.
+                    let ids: Vec<i64> = sqlx::query_scalar(
+                        "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
+                         WHERE (DB = ? OR USER = ?) AND ID <> CONNECTION_ID()",
+                    )
+                    .bind(&name)
+                    .bind(format!("{name}_r"))
+                    .fetch_all(&mut c)
+                    .await
+                    .unwrap_or_default();
+                    for id in ids {
+                        let _ = sqlx::raw_sql(AssertSqlSafe(format!("KILL {id}")))
+                            .execute(&mut c)
+                            .await;
+                    }
+                    let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS {name}; DROP USER IF EXISTS '{name}_r'@'%'"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
 /// A SQLite file in a temporary directory.
 pub struct TestSqlite {
     pub url: String,

@@ -1,0 +1,275 @@
+//! A MySQL or MariaDB read session: a connection whose session is read-only, in UTC, with
+//! `NO_BACKSLASH_ESCAPES` (string literals read as the guard rendered them) and a statement
+//! timeout (`max_execution_time` in milliseconds on MySQL, `max_statement_time` in seconds on
+//! MariaDB, whichever the server has); each read one `START TRANSACTION READ ONLY, WITH
+//! CONSISTENT SNAPSHOT`; a client-side deadline that kills the connection's thread; and a clean
+//! hand-back (rolled back, the session's settings applied again) or its closing.
+
+use std::time::Duration;
+
+use sqlx::mysql::{MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlRow};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Connection as _, Executor, Row as _, SqlSafeStr, Statement as _};
+
+use super::bound;
+use crate::source::Column;
+use crate::sql_guard::Rendered;
+
+/// Why a statement on a source session failed.
+pub(in crate::source) enum MyFail {
+    /// The database refused or failed it.
+    Sql(sqlx::Error),
+    /// Rowfire's own deadline passed first: the server-side timeout was defeated or the server
+    /// stopped answering. The connection's thread was killed and the connection closed.
+    Deadline,
+}
+
+impl From<sqlx::Error> for MyFail {
+    fn from(e: sqlx::Error) -> Self {
+        MyFail::Sql(e)
+    }
+}
+
+/// The SQL modes every source session runs with, replacing the server's: backslashes are
+/// ordinary characters in strings (the guard re-renders literals that way), `"…"` is a string
+/// (no `ANSI_QUOTES`; names are quoted with backticks), `||` concatenates as the guard's parser
+/// reads it, and nothing else changes what a query means.
+const SQL_MODE: &str = "NO_BACKSLASH_ESCAPES,PIPES_AS_CONCAT";
+
+/// MySQL's error numbers for a statement ended by its timeout: `ER_QUERY_TIMEOUT` (MySQL's
+/// `max_execution_time`), `ER_STATEMENT_TIMEOUT` (MariaDB's `max_statement_time`).
+const TIMEOUT_ERRORS: &[u16] = &[3024, 1969];
+
+/// Whether the server ended a statement for running past its timeout.
+pub(in crate::source) fn timed_out(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<MySqlDatabaseError>()
+            .is_some_and(|my| TIMEOUT_ERRORS.contains(&my.number())),
+        _ => false,
+    }
+}
+
+/// The server's error number, when the database refused a statement.
+pub(in crate::source) fn error_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<MySqlDatabaseError>()
+            .map(MySqlDatabaseError::number),
+        _ => None,
+    }
+}
+
+/// Sets the session up for reading: read-only, UTC, Rowfire's SQL modes and the statement
+/// timeout, in the variable this server has. Run on every new connection and again whenever a
+/// connection goes back to the pool.
+pub(in crate::source) async fn apply(
+    conn: &mut MySqlConnection,
+    timeout: Duration,
+) -> Result<(), sqlx::Error> {
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut *conn)
+        .await?;
+    let millis = timeout.as_millis().clamp(1, u128::from(u32::MAX));
+    let limit = if version.to_ascii_lowercase().contains("mariadb") {
+        // Seconds, a fraction allowed.
+        format!("max_statement_time = {:.3}", millis as f64 / 1000.0)
+    } else {
+        format!("max_execution_time = {millis}")
+    };
+    sqlx::raw_sql("SET SESSION TRANSACTION READ ONLY")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "SET SESSION time_zone = '+00:00', SESSION sql_mode = '{SQL_MODE}', SESSION {limit}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Rowfire's own deadline for one statement: the statement timeout plus a margin for the
+/// server's own timeout to fire first and its error to arrive.
+fn deadline(timeout: Duration) -> Duration {
+    timeout + Duration::from_millis(500) + timeout / 4
+}
+
+/// Runs one statement (`$run`, an expression over the connection `$conn`) on a session under
+/// the client-side deadline; past it, kills the connection's thread and closes the connection.
+macro_rules! guarded {
+    ($session:expr, |$conn:ident| $run:expr) => {{
+        let session: &mut MySession = $session;
+        match session.conn.as_mut() {
+            None => Err(MyFail::Deadline),
+            Some(conn) => {
+                let $conn: &mut MySqlConnection = &mut **conn;
+                match tokio::time::timeout(deadline(session.timeout), $run).await {
+                    Ok(result) => result.map_err(MyFail::Sql),
+                    Err(_) => {
+                        session.kill().await;
+                        Err(MyFail::Deadline)
+                    }
+                }
+            }
+        }
+    }};
+}
+
+/// One read on a MySQL or MariaDB source: a pooled connection inside one read-only,
+/// consistent-snapshot transaction. [`MySession::close`] rolls back and applies the session's
+/// settings again before the connection goes back to the pool; a session that fails, or is
+/// dropped without `close`, closes its connection instead.
+pub(in crate::source) struct MySession {
+    conn: Option<PoolConnection<MySql>>,
+    pool: MySqlPool,
+    thread: u64,
+    timeout: Duration,
+}
+
+impl MySession {
+    /// Opens a read: the connection's thread id (for the deadline), then `START TRANSACTION
+    /// READ ONLY, WITH CONSISTENT SNAPSHOT`.
+    pub(in crate::source) async fn open(
+        pool: &MySqlPool,
+        timeout: Duration,
+    ) -> Result<MySession, MyFail> {
+        let conn = pool.acquire().await?;
+        let mut session = MySession {
+            conn: Some(conn),
+            pool: pool.clone(),
+            thread: 0,
+            timeout,
+        };
+        session.thread = guarded!(&mut session, |conn| sqlx::query_scalar::<_, u64>(
+            "SELECT CONNECTION_ID()"
+        )
+        .fetch_one(conn))?;
+        guarded!(&mut session, |conn| sqlx::raw_sql(
+            "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT"
+        )
+        .execute(conn))?;
+        Ok(session)
+    }
+
+    /// Kills the connection's thread from a fresh connection (the pool may be busy) and drops
+    /// this session's connection so it is closed, never reused.
+    async fn kill(&mut self) {
+        self.discard();
+        if self.thread == 0 {
+            return;
+        }
+        let opts = self.pool.connect_options();
+        let thread = self.thread;
+        let end = async {
+            let mut other = MySqlConnection::connect_with(&opts).await?;
+            sqlx::raw_sql(AssertSqlSafe(format!("KILL {thread}")))
+                .execute(&mut other)
+                .await?;
+            other.close().await
+        };
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), end)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+        {
+            tracing::warn!(error = %e, "could not end a source query that ran past its deadline; its connection is closed");
+        }
+    }
+
+    /// Runs a rendered statement and returns its rows.
+    pub(super) async fn fetch_all(&mut self, rendered: &Rendered) -> Result<Vec<MySqlRow>, MyFail> {
+        guarded!(self, |conn| bound(rendered).fetch_all(conn))
+    }
+
+    /// Runs a rendered page statement, reading its rows one by one as they arrive: `Ok(None)`
+    /// as soon as their values pass `max_bytes`, before more are read (the session is then
+    /// dropped, so its connection is closed, not drained).
+    pub(super) async fn fetch_bounded(
+        &mut self,
+        rendered: &Rendered,
+        max_bytes: usize,
+    ) -> Result<Option<Vec<MySqlRow>>, MyFail> {
+        guarded!(self, |conn| async move {
+            use futures_util::TryStreamExt as _;
+            let mut stream = bound(rendered).fetch(conn);
+            let mut rows = Vec::new();
+            let mut bytes = 0usize;
+            while let Some(row) = stream.try_next().await? {
+                bytes = bytes.saturating_add(row_bytes(&row));
+                if bytes > max_bytes {
+                    return Ok(None);
+                }
+                rows.push(row);
+            }
+            Ok(Some(rows))
+        })
+    }
+
+    /// Describes a statement's output columns.
+    pub(super) async fn describe(&mut self, sql: &str) -> Result<Vec<Column>, MyFail> {
+        let described = guarded!(self, |conn| conn
+            .prepare(AssertSqlSafe(sql.to_string()).into_sql_str()))?;
+        Ok(Column::list(described.columns()))
+    }
+
+    /// Ends the read: rolls back and applies the session's settings again, then returns the
+    /// connection to the pool. If any step fails the connection is closed instead.
+    pub(in crate::source) async fn close(mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let timeout = self.timeout;
+        let clean = async {
+            sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await?;
+            apply(&mut conn, timeout).await
+        };
+        if !matches!(
+            tokio::time::timeout(deadline(self.timeout), clean).await,
+            Ok(Ok(()))
+        ) {
+            conn.close_on_drop();
+        }
+        // Dropped here: back to the pool when clean, closed otherwise.
+    }
+
+    /// Drops the connection so that it is closed, never returned to the pool.
+    fn discard(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.close_on_drop();
+        }
+    }
+}
+
+impl Drop for MySession {
+    /// A session that was not closed cleanly (an error, a timeout, a reader dropped halfway)
+    /// may be inside its transaction: its connection is closed, not reused.
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
+
+/// Runs statements the way reads run: inside a read-only, consistent-snapshot transaction.
+pub(in crate::source) async fn execute(
+    pool: &MySqlPool,
+    sql: &str,
+    timeout: Duration,
+) -> Result<(), MyFail> {
+    let mut session = MySession::open(pool, timeout).await?;
+    guarded!(&mut session, |conn| sqlx::raw_sql(AssertSqlSafe(
+        sql.to_string()
+    ))
+    .execute(conn))?;
+    session.close().await;
+    Ok(())
+}
+
+/// What a row's values take in memory, roughly: their wire size, at least 8 bytes each.
+fn row_bytes(row: &MySqlRow) -> usize {
+    (0..row.len())
+        .map(|i| {
+            row.try_get_unchecked::<&[u8], _>(i)
+                .map(<[u8]>::len)
+                .unwrap_or(0)
+                .max(8)
+        })
+        .sum()
+}
