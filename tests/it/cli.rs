@@ -4,15 +4,25 @@ use std::process::{Command, Output};
 
 use crate::support::{TestSqlite, now, sample_source};
 
+/// Runs the binary with `args`, none of the machine's database URLs or master key, and `envs`.
 pub fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rowfire"));
     cmd.args(args)
         .env_remove("SAMPLE_DATABASE_URL")
-        .env_remove("DATABASE_URL");
+        .env_remove("DATABASE_URL")
+        .env_remove("ROWFIRE_DATABASE_URL")
+        .env_remove("ROWFIRE_MASTER_KEY");
     for (k, v) in envs {
         cmd.env(k, v);
     }
     cmd.output().unwrap()
+}
+
+/// [`rowfire`], as whether it succeeded, its stdout and its stderr.
+pub fn ran(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String) {
+    let out = rowfire(args, envs);
+    let (stdout, stderr) = text(&out);
+    (out.status.success(), stdout, stderr)
 }
 
 pub fn text(out: &Output) -> (String, String) {

@@ -1,30 +1,13 @@
 //! `rowfire init` drafts a definitions file from the sample database's catalogue on every
 //! engine: the draft validates unchanged and every rule in it backtests.
 
-use std::process::Command;
-
 use rowfire::backtest::{self, Options};
 use rowfire::definitions;
 use rowfire::source::Source;
 
 use crate::support::{TestMy, TestPg, TestSqlite, now, sample_source};
 
-fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rowfire"));
-    cmd.args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("ROWFIRE_DATABASE_URL")
-        .env_remove("SAMPLE_DATABASE_URL");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::cli::ran as rowfire;
 
 async fn a_draft_of_the_sample_validates_and_backtests(url: &str) {
     sample_source(url, 1000).await;

@@ -2,8 +2,6 @@
 //! `rowfire sources add` as a MariaDB DSN (encrypted), and one worker polls and fires its rules
 //! beside the rules on the PostgreSQL default source.
 
-use std::process::Command;
-
 use jiff::SignedDuration;
 use rowfire::clock::Clock;
 use rowfire::fixture::SAMPLE_DEFINITIONS;
@@ -43,22 +41,7 @@ fn with_support_source() -> String {
     format!("{doc}{rule}")
 }
 
-fn rowfire(args: &[&str], envs: &[(&str, &str)]) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rowfire"));
-    cmd.args(args)
-        .env_remove("SAMPLE_DATABASE_URL")
-        .env_remove("ROWFIRE_DATABASE_URL")
-        .env_remove("ROWFIRE_MASTER_KEY");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::cli::ran as rowfire;
 
 #[tokio::test]
 async fn a_trigger_on_a_stored_mariadb_source_polls_and_fires_beside_rules_on_a_postgres_source() {

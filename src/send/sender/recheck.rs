@@ -110,11 +110,10 @@ impl Sender {
         let Cadence::Anchored(anchor) = &rule.cadence else {
             return Vec::new();
         };
-        let (Some(trigger), Some(def)) = (
-            defs.trigger(&rule.trigger),
-            defs.trigger(&rule.trigger)
-                .and_then(|t| defs.source(&t.source)),
-        ) else {
+        let Some(trigger) = defs.trigger(&rule.trigger) else {
+            return Vec::new();
+        };
+        let Some(def) = defs.source(&trigger.source) else {
             return Vec::new();
         };
         let fires: Vec<i64> = sends
