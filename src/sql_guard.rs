@@ -186,6 +186,7 @@ mod render;
 
 pub use dialect::{Dialect, dialect_of};
 pub use functions::{MAX_NAME_PART, is_allowlisted};
+pub use mysql::MysqlAsRun;
 pub use render::{
     Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
     Window, mysql_clock_text, mysql_value_text, sqlite_clock_micros, sqlite_clock_text,

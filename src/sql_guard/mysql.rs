@@ -7,10 +7,11 @@
 //! are refused by the shared walk (`INTO`, locks) or do not parse; `HANDLER`, `DO`, `SET` and
 //! every other statement are not a query; functions go through `functions/mysql.rs`.
 
+use std::any::TypeId;
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{BinaryOperator, ObjectName, ObjectNamePart, Query, Select};
-use sqlparser::dialect::MySqlDialect;
+use sqlparser::dialect::{Dialect as SqlDialect, MySqlDialect};
 use sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::{Dialect, GuardError, functions};
@@ -115,12 +116,56 @@ pub(super) fn select(select: &Select) -> ControlFlow<GuardError> {
 /// Unquoted words a checked query never holds: they begin `SELECT … INTO`, a lock or `HANDLER`.
 const UNQUOTED_NEVER: &[&str] = &["dumpfile", "handler", "into", "lock", "outfile"];
 
+/// MySQL's lexer as a source session reads the rendered text: `NO_BACKSLASH_ESCAPES`, so a
+/// backslash in a string literal is a character and never escapes its closing quote. Every other
+/// lexical rule is MySQL's own. Tokenizing the rendered text with the author's dialect (where
+/// `\'` escapes) would let a literal ending in a backslash hide the text after it from the scan
+/// below, text the server runs as code.
+#[derive(Debug)]
+pub struct MysqlAsRun;
+
+impl SqlDialect for MysqlAsRun {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<MySqlDialect>()
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        MySqlDialect {}.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        MySqlDialect {}.is_identifier_part(ch)
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        MySqlDialect {}.is_delimited_identifier_start(ch)
+    }
+    fn supports_string_literal_backslash_escape(&self) -> bool {
+        false
+    }
+    fn ignores_wildcard_escapes(&self) -> bool {
+        MySqlDialect {}.ignores_wildcard_escapes()
+    }
+    fn supports_numeric_prefix(&self) -> bool {
+        MySqlDialect {}.supports_numeric_prefix()
+    }
+    fn supports_literal_prefix_in_qualified_name(&self) -> bool {
+        MySqlDialect {}.supports_literal_prefix_in_qualified_name()
+    }
+    fn supports_multiline_comment_hints(&self) -> bool {
+        MySqlDialect {}.supports_multiline_comment_hints()
+    }
+    fn requires_single_line_comment_whitespace(&self) -> bool {
+        MySqlDialect {}.requires_single_line_comment_whitespace()
+    }
+    fn supports_hash_comment(&self) -> bool {
+        MySqlDialect {}.supports_hash_comment()
+    }
+}
+
 /// Refuses user and system variables (`@x`, `@@hostname`, `@@session.max_execution_time`)
 /// wherever they stand in `rendered` (the checked query as it will run), by its tokens: a
 /// variable read shows session or server state, and one assigned outlives the read. Also
 /// refuses the unquoted words of [`UNQUOTED_NEVER`].
 pub(super) fn variables(rendered: &str) -> Result<(), GuardError> {
-    let tokens = Tokenizer::new(&MySqlDialect {}, rendered)
+    let tokens = Tokenizer::new(&MysqlAsRun, rendered)
         .tokenize()
         .map_err(|e| GuardError::Parse {
             dialect: Dialect::Mysql,

@@ -271,3 +271,37 @@ fn sql_of_unknown_origin_is_admitted_when_it_reads_in_mysql() {
     check_any_dialect("SELECT id FROM t WHERE a <=> b").unwrap();
     assert!(check_any_dialect("SELECT SLEEP(1)").is_err());
 }
+
+#[test]
+fn a_literal_ending_in_a_backslash_hides_nothing_from_the_variable_scan() {
+    // As run (NO_BACKSLASH_ESCAPES) `'\'` is a whole string, so what follows it is code: the
+    // scan must read it so, not as the inside of a string reaching the next quote.
+    for sql in [
+        r"SELECT '\\' AS a, @x AS b, 'q' AS c",
+        r"SELECT '\\' AS a, @@hostname AS b, 1 AS `q'`",
+        r#"SELECT "\\" AS a, @x AS b, "q" AS c"#,
+        r#"SELECT '\\' AS a, @x AS b, "it's" AS c, 'say "hi' AS d"#,
+    ] {
+        assert!(
+            matches!(refuse(sql, MY), GuardError::Construct(ref w) if w.contains("variable")),
+            "{sql}: {:?}",
+            refuse(sql, MY)
+        );
+    }
+}
+
+#[test]
+fn literals_ending_in_a_backslash_or_holding_comment_marks_are_admitted() {
+    let window = Window {
+        since: jiff::Timestamp::UNIX_EPOCH,
+        until: jiff::Timestamp::UNIX_EPOCH,
+    };
+    for sql in [
+        r"SELECT '\\' AS a, 'x' AS b FROM t",
+        r#"SELECT " /*! " AS a, '--' AS b, '#' AS c FROM t"#,
+        r"SELECT 'C:\\dir\\' AS path, '/*+ MAX_EXECUTION_TIME(0) */' AS note FROM t",
+    ] {
+        let q = check(sql, MY).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let _ = q.columns_sql(window);
+    }
+}
