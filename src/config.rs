@@ -29,6 +29,9 @@ pub const LOG_FORMAT_ENV: &str = "ROWFIRE_LOG_FORMAT";
 pub const MIGRATE_URL_ENV: &str = "ROWFIRE_MIGRATE_URL";
 /// The variable naming the workspace commands read and write (`default` when unset).
 pub const WORKSPACE_ENV: &str = "ROWFIRE_WORKSPACE";
+/// The variable listing host names, besides loopback ones, that `rowfire serve` answers for
+/// (comma-separated).
+pub const ALLOWED_HOSTS_ENV: &str = "ROWFIRE_ALLOWED_HOSTS";
 /// The variable naming this host, for the names of a worker's pollers.
 pub const HOST_ENV: &str = "HOSTNAME";
 
@@ -54,6 +57,8 @@ pub struct Config {
     pub workspace: Result<WorkspaceId, BadWorkspaceId>,
     /// This host's name (`local` when unknown).
     pub host: String,
+    /// Host names, besides loopback ones, the server answers for, lower-cased.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Config {
@@ -71,7 +76,15 @@ impl Config {
         };
         let allow = set(egress::ALLOW_ENV).unwrap_or_default();
         let inbox_only = set(egress::MODE_ENV).is_some_and(|v| v == "inbox-only");
+        let allowed_hosts = set(ALLOWED_HOSTS_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .take(100)
+            .collect();
         Config {
+            allowed_hosts,
             migrate_url: set(MIGRATE_URL_ENV),
             database_url_set: database_url.is_some(),
             database_url: database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string()),

@@ -30,10 +30,15 @@ pub mod draft;
 pub mod explanation;
 /// The deterministic sample B2B SaaS database.
 pub mod fixture;
+/// The HTTP server: the API under `/api`, the pages, `/metrics`, and the checks every request
+/// passes (Host, Origin, token).
+pub mod http;
 /// Integrations at run time: enabled or disabled, and the pace every worker shares.
 pub mod integrations;
 /// The fire ledger: exactly-once claims.
 pub mod ledger;
+/// Metrics in the Prometheus text format, for `/metrics`.
+pub mod metrics;
 /// The outbox: deliveries rendered and written with their fire; the Demo inbox.
 pub mod outbox;
 /// The poller: lease a trigger, read its window, claim fires; trigger state (watermarks, leases).
@@ -61,6 +66,10 @@ pub mod store;
 pub mod telemetry;
 /// `{{ name }}` templates, substitution only.
 pub mod template;
+/// API tokens: created, listed, revoked, and resolved to the one workspace each acts in.
+pub mod token;
+/// The pages: server-rendered HTML over the same library calls as the API.
+pub mod ui;
 /// Checking definitions against live sources.
 pub mod validation;
 /// The worker: pollers and senders assembled from configuration, run until shutdown.

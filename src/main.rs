@@ -29,7 +29,7 @@ macro_rules! println {
 mod cli;
 use cli::commands::Command;
 use cli::{
-    definitions, deliveries, demo, init, integrations, schedule, sources, worker, workspace,
+    definitions, deliveries, demo, init, integrations, schedule, serve, sources, worker, workspace,
     workspaces,
 };
 
@@ -66,7 +66,12 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
     }
     let at = Clock::from_option;
     match cli.command {
-        Command::Demo { dir, now, once } => demo::demo(&dir, at(now), once).await,
+        Command::Demo {
+            dir,
+            now,
+            once,
+            listen,
+        } => demo::demo(&config, &dir, at(now), once, listen).await,
         Command::Fixture(command) => demo::fixture(command).await,
         Command::Validate { file } => definitions::validate(&config, &file).await,
         Command::Explain {
@@ -135,5 +140,10 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
         Command::Integrations { command } => integrations::run(&config, command).await,
         Command::Sources { command } => sources::run(&config, command).await,
         Command::Workspaces { command } => workspaces::run(&config, command).await,
+        Command::Serve {
+            listen,
+            with_worker,
+        } => serve::serve(&config, listen, with_worker).await,
+        Command::Tokens { command } => serve::tokens(&config, command).await,
     }
 }

@@ -21,9 +21,12 @@ pub(crate) enum Command {
         /// Place the sample data relative to this instant (RFC 3339 or YYYY-MM-DD); default now.
         #[arg(long, value_parser = parse_now)]
         now: Option<Timestamp>,
-        /// Poll once and exit instead of running the worker until ctrl-c.
+        /// Poll once and exit instead of running the worker and the server until ctrl-c.
         #[arg(long)]
         once: bool,
+        /// Where the demo's server listens (another port is picked if this one is in use).
+        #[arg(long, default_value = rowfire::http::DEFAULT_LISTEN, value_parser = super::serve::parse_listen)]
+        listen: std::net::SocketAddr,
     },
     /// Check a definitions file: every problem at once, with its path. With a source's DSN in the
     /// environment, also check each trigger's columns against the source.
@@ -270,6 +273,26 @@ pub(crate) enum Command {
     ///
     /// Example: rowfire resume
     Resume,
+    /// Serve the web UI, the HTTP API (/api, described at /api/openapi.json) and /metrics.
+    /// Beyond loopback every request needs a token (`rowfire tokens create`).
+    ///
+    /// Example: rowfire serve --listen 127.0.0.1:8000 --with-worker
+    Serve {
+        /// The address to listen on.
+        #[arg(long, default_value = rowfire::http::DEFAULT_LISTEN, value_parser = super::serve::parse_listen)]
+        listen: std::net::SocketAddr,
+        /// Run the worker (pollers and senders) in the same process.
+        #[arg(long)]
+        with_worker: bool,
+    },
+    /// Create, list or revoke the API tokens of a workspace (each acts in that workspace only).
+    ///
+    /// Example: rowfire tokens create ci-bot
+    Tokens {
+        /// What to do.
+        #[command(subcommand)]
+        command: super::serve::TokensCommand,
+    },
     /// Create, list, rename or delete workspaces (tenants).
     ///
     /// Example: rowfire workspaces create acme --timezone Europe/Berlin

@@ -4,7 +4,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
 use rowfire::clock::Clock;
+use rowfire::config::Config;
+use rowfire::http::AppState;
+use rowfire::metrics::Metrics;
 use rowfire::store::{DEFAULT_WORKSPACE, Store};
 use rowfire::{demo, fixture};
 
@@ -13,7 +19,13 @@ use super::now;
 
 /// `rowfire demo`: the sample database and definitions, a backtest headline per rule, one poll
 /// into the Demo inbox, the next commands; then the worker until ctrl-c (unless `once`).
-pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCode> {
+pub(crate) async fn demo(
+    config: &Config,
+    dir: &Path,
+    clock: Clock,
+    once: bool,
+    listen: SocketAddr,
+) -> Result<ExitCode> {
     let now = clock.now();
     let made = demo::run(dir, now)
         .await
@@ -67,17 +79,23 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
         "It books, moves and cancels meetings too; `{} schedule` then shows the reminders queued, moved and cancelled.",
         rowfire.command
     );
-    println!("ctrl-c stops it.");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let signalled = super::worker::shutdown_signal();
-    tokio::spawn(async move {
-        signalled.await;
-        let _ = stop_tx.send(true);
-    });
+    let (listener, url) = super::serve::bind(listen, true).await?;
+    let state = AppState::new(
+        made.store.clone(),
+        clock.clone(),
+        config,
+        DEFAULT_WORKSPACE.clone(),
+        listener.local_addr()?,
+        Arc::new(Metrics::default()),
+    );
+    println!();
+    println!("Open {url} to watch it: Activity fills in as the worker polls. ctrl-c stops it.");
+    let stop = super::serve::stop_on_signal();
+    let server = rowfire::http::serve(listener, state, super::serve::until(stop.clone()));
     // The poller sweeps the reminders into the queue; the sender delivers them when due.
     let sender = made.sender(clock.clone());
-    let sending = sender.run_until(stop_rx.clone());
-    let polling = poller.run_until(stop_rx, |r| {
+    let sending = sender.run_until(stop.clone());
+    let polling = poller.run_until(stop, |r| {
         let swept = r.sweeps.iter().any(|(_, s)| {
             s.as_ref().map_or(true, |s| {
                 s.queued + s.moved + s.reinstated + s.cancelled_moved + s.cancelled_gone > 0
@@ -87,7 +105,8 @@ pub(crate) async fn demo(dir: &Path, clock: Clock, once: bool) -> Result<ExitCod
             print!("{r}")
         }
     });
-    tokio::join!(sending, polling);
+    let (served, _, _) = tokio::join!(server, sending, polling);
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -22,6 +22,7 @@ pub(crate) mod integrations;
 pub(crate) mod logs;
 pub(crate) mod out;
 pub(crate) mod schedule;
+pub(crate) mod serve;
 pub(crate) mod sources;
 pub(crate) mod worker;
 pub(crate) mod workspace;

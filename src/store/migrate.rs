@@ -73,6 +73,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0011_bypass_estimate.sql"),
         include_str!("../../migrations/sqlite/0011_bypass_estimate.sql"),
     ),
+    (
+        12,
+        "api_tokens",
+        include_str!("../../migrations/postgres/0012_api_tokens.sql"),
+        include_str!("../../migrations/sqlite/0012_api_tokens.sql"),
+    ),
 ];
 
 impl Store {

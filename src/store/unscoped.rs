@@ -23,6 +23,9 @@ pub(crate) enum Unscoped {
     /// Reads only, and without the bypass: the isolation check's probe that a transaction with
     /// no workspace sees no tenant row (`store::tenancy::check`).
     Probe,
+    /// Finding the API token a request carries, by its hash, before its workspace is known, and
+    /// marking it used (`token::resolve`).
+    TokenLookup,
     /// Reads only: the list of workspaces (`store::workspace::list`, `rowfire workspaces list`).
     Workspaces,
     /// Reads only: when the next trigger or delivery falls due, across workspaces, and the list

@@ -8,7 +8,8 @@ use crate::store::WorkspaceId;
 
 /// The tables holding a workspace's rows, in the order a deletion empties them (each before the
 /// tables it references).
-const TENANT_TABLES: [&str; 13] = [
+const TENANT_TABLES: [&str; 14] = [
+    "api_token",
     "sweep",
     "inbox_message",
     "delivery_attempt",

@@ -1,0 +1,2 @@
+// Rowfire's one script: served from the binary at /assets/rowfire.js.
+"use strict";

@@ -1,0 +1,91 @@
+//! The JSON API under `/api`: one file per thing it serves, each route declared once with
+//! `utoipa`, so the OpenAPI document at `/api/openapi.json` is generated from the routes
+//! themselves and cannot drift from them.
+
+use axum::extract::State;
+use axum::{Json, Router};
+use serde::Serialize;
+use utoipa::openapi::OpenApi as OpenApiDoc;
+use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::AppState;
+use super::error::{ApiResult, ErrorBody};
+use super::guard::Caller;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Rowfire",
+        description = "Rows in your database become actions, exactly once per rule, per key, per period."
+    ),
+    components(schemas(ErrorBody))
+)]
+struct Doc;
+
+/// Every API route under `/api`, each with its OpenAPI description (paths relative to `/api`).
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(status))
+}
+
+/// The API mounted at `/api`, with the document generated from its routes at
+/// `/api/openapi.json`.
+pub fn router() -> Router<AppState> {
+    let (router, doc) = nested().split_for_parts();
+    router.route(
+        "/api/openapi.json",
+        axum::routing::get(move || async move { Json(doc) }),
+    )
+}
+
+/// The OpenAPI document, as `/api/openapi.json` serves it.
+pub fn openapi() -> OpenApiDoc {
+    nested().split_for_parts().1
+}
+
+fn nested() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(Doc::openapi()).nest("/api", routes())
+}
+
+/// The answer of `/api/health`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when the control plane answered.
+    pub status: String,
+}
+
+/// Whether the server and its control plane answer.
+#[utoipa::path(get, path = "/health", tag = "status",
+    responses((status = 200, body = Health), (status = 503, body = ErrorBody)))]
+async fn health(State(state): State<AppState>) -> ApiResult<Json<Health>> {
+    state.store.check_migrated().await?;
+    Ok(Json(Health {
+        status: "ok".to_string(),
+    }))
+}
+
+/// The answer of `/api/status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    /// The workspace the caller acts in.
+    pub workspace: String,
+    /// Its name.
+    pub name: String,
+    /// Why it is halted, if it is.
+    pub halted: Option<String>,
+}
+
+/// The caller's workspace and whether it is halted.
+#[utoipa::path(get, path = "/status", tag = "status",
+    responses((status = 200, body = Status), (status = 401, body = ErrorBody)))]
+async fn status(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<Status>> {
+    let ws = crate::store::workspace::get(&state.store, &caller.workspace).await?;
+    Ok(Json(Status {
+        workspace: ws.id.to_string(),
+        name: ws.name,
+        halted: ws.halted.map(|(reason, _)| reason),
+    }))
+}

@@ -1,0 +1,106 @@
+//! The HTTP server behind `rowfire serve` and `rowfire demo`: the JSON API under `/api`
+//! ([`api`]), the pages ([`crate::ui`]), `/metrics` ([`crate::metrics`]), and the checks every
+//! request passes first ([`guard`]: its `Host`, its `Origin` on writes, its token). Handlers call
+//! the same library functions as the command line; [`error::ApiError`] is the one place a
+//! library error becomes a status code.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::secret::{MasterKey, SecretError};
+use crate::send::egress::Policy;
+use crate::store::{Store, WorkspaceId};
+
+pub mod api;
+pub mod error;
+pub mod guard;
+
+/// The address `rowfire serve` listens on unless told otherwise: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
+
+/// What the server shares with every request.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+/// The parts of [`AppState`].
+pub struct Shared {
+    /// The control plane.
+    pub store: Store,
+    /// The one clock.
+    pub clock: Clock,
+    /// The workspace a request without a token acts in (allowed only on a loopback listener).
+    pub workspace: WorkspaceId,
+    /// Whether every request must carry a token (the listener is not loopback-only).
+    pub tokens_required: bool,
+    /// Host names, besides loopback ones, that requests may name (`ROWFIRE_ALLOWED_HOSTS`).
+    pub allowed_hosts: Vec<String>,
+    /// Opens credentials and stored DSNs, or why it cannot.
+    pub master_key: Result<MasterKey, SecretError>,
+    /// Which addresses test sends may reach.
+    pub egress: Result<Policy, String>,
+    /// The counters and histograms `/metrics` shows.
+    pub metrics: Arc<Metrics>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// The state for a server listening on `listen`, from the environment's settings.
+    pub fn new(
+        store: Store,
+        clock: Clock,
+        config: &Config,
+        workspace: WorkspaceId,
+        listen: SocketAddr,
+        metrics: Arc<Metrics>,
+    ) -> AppState {
+        AppState(Arc::new(Shared {
+            store,
+            clock,
+            workspace,
+            tokens_required: !listen.ip().is_loopback(),
+            allowed_hosts: config.allowed_hosts.clone(),
+            master_key: config.master_key.clone(),
+            egress: config.egress.clone(),
+            metrics,
+        }))
+    }
+}
+
+/// The whole application: pages, API, metrics, behind the request checks.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(crate::ui::routes())
+        .merge(api::router())
+        .route("/metrics", axum::routing::get(crate::metrics::scrape))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
+        .with_state(state)
+}
+
+/// Serves [`router`] on `listener` until `stop` resolves; requests in flight then finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await
+}

@@ -1,0 +1,71 @@
+//! The pages: server-rendered HTML (`maud`) with a small script of Rowfire's own for the live
+//! parts, every file a page loads served from the binary under `/assets/` (no CDN, no build
+//! step). Each page has its own URL, so it can be bookmarked and shared.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use maud::{DOCTYPE, Markup, html};
+
+use crate::http::AppState;
+use crate::http::error::ApiResult;
+use crate::http::guard::Caller;
+
+/// The stylesheet every page uses.
+const STYLE: &str = include_str!("../../assets/rowfire.css");
+/// The script every page loads (live updates, checks as you type).
+const SCRIPT: &str = include_str!("../../assets/rowfire.js");
+
+/// The pages and their assets.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home))
+        .route(
+            "/assets/rowfire.css",
+            get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }),
+        )
+        .route(
+            "/assets/rowfire.js",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+                    SCRIPT,
+                )
+            }),
+        )
+}
+
+/// The frame every page shares: its title, the navigation, the content.
+pub fn page(title: &str, content: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Rowfire" }
+                link rel="stylesheet" href="/assets/rowfire.css";
+                script src="/assets/rowfire.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "Rowfire" }
+                }
+                main { (content) }
+            }
+        }
+    }
+}
+
+async fn home(State(state): State<AppState>, caller: Caller) -> ApiResult<impl IntoResponse> {
+    let ws = crate::store::workspace::get(&state.store, &caller.workspace).await?;
+    Ok(page(
+        "Home",
+        html! {
+            h1 { (ws.name) }
+            p { "Workspace " code { (ws.id.to_string()) } }
+        },
+    ))
+}

@@ -1,0 +1,147 @@
+//! The checks every request to `rowfire serve` passes: its Host, its Origin on writes, its
+//! token, and the one workspace a token acts in.
+
+use reqwest::Method;
+use rowfire::store::{WorkspaceId, workspace};
+use rowfire::token;
+
+use crate::served::{Served, Setup, json};
+
+#[tokio::test]
+async fn a_request_naming_a_foreign_host_is_refused_with_421_and_a_loopback_name_is_answered() {
+    let s = Served::sqlite(Setup::default()).await;
+    let (status, body) = json(s.get("/api/status").header("host", "rebound.example.com")).await;
+    assert_eq!(status, 421, "{body}");
+    assert_eq!(body["error"]["code"], "wrong_host");
+    let (status, body) = json(s.get("/api/status")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["workspace"], "default");
+    let port = s.base.rsplit(':').next().unwrap();
+    for host in [format!("localhost:{port}"), format!("[::1]:{port}")] {
+        let (status, _) = json(s.get("/api/status").header("host", host.as_str())).await;
+        assert_eq!(status, 200, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn a_write_from_a_foreign_origin_is_refused_and_one_from_this_server_passes_the_check() {
+    let s = Served::sqlite(Setup::default()).await;
+    let port = s.base.rsplit(':').next().unwrap();
+    let foreign = s
+        .request(Method::POST, "/api/status")
+        .header("origin", "http://evil.example");
+    let (status, body) = json(foreign).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "forbidden");
+    let cross_site = s
+        .request(Method::POST, "/api/status")
+        .header("sec-fetch-site", "cross-site");
+    assert_eq!(json(cross_site).await.0, 403);
+    // Its own origin passes the check and reaches the router (which has no POST here: 405).
+    let own = s
+        .request(Method::POST, "/api/status")
+        .header("origin", format!("http://127.0.0.1:{port}"));
+    assert_eq!(own.send().await.unwrap().status().as_u16(), 405);
+    // A read from a foreign origin is not a write: it is answered.
+    let read = s.get("/api/status").header("origin", "http://evil.example");
+    assert_eq!(json(read).await.0, 200);
+}
+
+#[tokio::test]
+async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_only() {
+    let s = Served::sqlite(Setup {
+        beyond_loopback: true,
+        ..Setup::default()
+    })
+    .await;
+    let acme = WorkspaceId::parse("acme").unwrap();
+    workspace::create(&s.store, &acme, "Acme", "UTC")
+        .await
+        .unwrap();
+    let (status, body) = json(s.get("/api/status")).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "unauthorized");
+    // The health check and the login page are public.
+    assert_eq!(json(s.get("/api/health")).await.0, 200);
+
+    let (made, text) = token::create(&s.store, &acme, "ci", s.clock.now())
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {text}");
+    let (status, body) = json(
+        s.get("/api/status")
+            .header("authorization", bearer.as_str()),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["workspace"], "acme",
+        "a token acts in its own workspace"
+    );
+    let cookie = format!("rowfire_session={text}");
+    let (status, _) = json(s.get("/api/status").header("cookie", cookie.as_str())).await;
+    assert_eq!(status, 200);
+
+    let listed = token::list(&s.store, &acme).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].last_used_at.is_some(), "a used token says so");
+    assert!(
+        token::list(&s.store, &WorkspaceId::DEFAULT)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another workspace does not list it"
+    );
+    assert!(
+        token::revoke(&s.store, &WorkspaceId::DEFAULT, &made.id, s.clock.now())
+            .await
+            .is_err(),
+        "another workspace cannot revoke it"
+    );
+
+    token::revoke(&s.store, &acme, &made.id, s.clock.now())
+        .await
+        .unwrap();
+    let (status, body) = json(
+        s.get("/api/status")
+            .header("authorization", bearer.as_str()),
+    )
+    .await;
+    assert_eq!(status, 401, "a revoked token is refused: {body}");
+    let forged = format!("Bearer {}x", &text[..text.len() - 1]);
+    assert_eq!(
+        json(
+            s.get("/api/status")
+                .header("authorization", forged.as_str())
+        )
+        .await
+        .0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn a_stored_token_is_only_its_hash() {
+    let s = Served::sqlite(Setup::default()).await;
+    let (_, text) = token::create(&s.store, &WorkspaceId::DEFAULT, "ops", s.clock.now())
+        .await
+        .unwrap();
+    assert!(text.starts_with("rft_"), "{text}");
+    let url = s.store.shown().trim_start_matches("sqlite:").to_string();
+    let raw = std::fs::read(&url).unwrap();
+    let secret = text.rsplit('_').next().unwrap();
+    assert!(
+        !raw.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the token's secret is not in the control plane's file"
+    );
+}
+
+#[tokio::test]
+async fn a_request_naming_two_hosts_is_refused() {
+    let s = Served::sqlite(Setup::default()).await;
+    let two = s
+        .get("/api/status")
+        .header("host", "localhost")
+        .header("host", "evil.example");
+    assert_eq!(json(two).await.0, 421);
+}
