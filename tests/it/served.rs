@@ -106,6 +106,7 @@ impl Served {
     }
 
     /// `POST path` with a JSON body.
+    #[allow(dead_code, reason = "for the API tests that write")]
     pub fn post(&self, path: &str, body: serde_json::Value) -> reqwest::RequestBuilder {
         self.request(reqwest::Method::POST, path)
             .header("content-type", "application/json")
