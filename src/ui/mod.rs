@@ -37,6 +37,16 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
+/// The main navigation: every page's own URL.
+pub const NAV: &[(&str, &str)] = &[
+    ("/start", "Get started"),
+    ("/triggers", "Triggers"),
+    ("/rules", "Rules"),
+    ("/integrations", "Integrations"),
+    ("/activity", "Activity"),
+    ("/inbox", "Demo inbox"),
+];
+
 /// The frame every page shares: its title, the navigation, the content.
 pub fn page(title: &str, content: Markup) -> Markup {
     html! {
@@ -52,6 +62,11 @@ pub fn page(title: &str, content: Markup) -> Markup {
             body {
                 header.top {
                     a.brand href="/" { "Rowfire" }
+                    nav aria-label="Main" {
+                        @for (href, label) in NAV {
+                            a href=(href) { (label) }
+                        }
+                    }
                 }
                 main { (content) }
             }
