@@ -114,8 +114,10 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
             poll_only,
             delivery_lease,
             trigger_lease,
+            metrics,
         } => {
             let opts = worker::WorkerOptions {
+                metrics,
                 once,
                 due_now,
                 concurrency: concurrency.max(1),

@@ -42,6 +42,10 @@ pub struct SweepReport {
     pub too_late: u64,
     /// Rows that cannot be scheduled (NULL key or anchor).
     pub skipped: u64,
+    /// Sends that finished as they were written (expired), by integration and state (for
+    /// `/metrics`; not stored with the sweep).
+    #[serde(skip)]
+    pub enqueued: crate::outbox::Tally,
 }
 
 impl std::fmt::Display for SweepReport {
@@ -159,6 +163,7 @@ pub async fn materialise(
             &page[*i],
             Some(&p.when),
             now,
+            &mut report.enqueued,
         )
         .await?;
     }

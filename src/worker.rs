@@ -4,6 +4,7 @@
 //! server and the tests use this one type.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use jiff::SignedDuration;
 use tokio::sync::watch;
@@ -11,6 +12,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::definitions::versions::{self, InForceError};
+use crate::metrics::Metrics;
 use crate::poll::workers::{self, WorkerId};
 use crate::poll::{self, DsnResolver, PollError, PollReport, Poller};
 use crate::secret::{self, MasterKey, SecretError, StoredSecretError};
@@ -47,6 +49,8 @@ pub struct WorkerConfig {
     /// Measure the control plane's clock at start and every minute (leases are stamped on it).
     /// Off for a fixed clock.
     pub sync_clock: bool,
+    /// Where the pollers and senders count what they do (`/metrics`); `None`: nowhere.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl WorkerConfig {
@@ -64,6 +68,7 @@ impl WorkerConfig {
             master_key: config.master_key.clone(),
             dsn: None,
             sync_clock: true,
+            metrics: None,
         })
     }
 }
@@ -146,8 +151,12 @@ impl Worker {
         let me = WorkerId::new(&config.name, std::process::id(), clock.now());
         let pollers = (0..concurrency)
             .map(|_| {
-                Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
-                    .with_lease(config.trigger_lease)
+                let poller = Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
+                    .with_lease(config.trigger_lease);
+                match &config.metrics {
+                    Some(m) => poller.with_metrics(m.clone()),
+                    None => poller,
+                }
             })
             .collect();
         let senders = (0..concurrency)
@@ -158,8 +167,12 @@ impl Worker {
                 };
                 let key = config.master_key.clone().map_err(|e| e.to_string());
                 let client = Client::new(config.egress.clone());
-                Sender::new(store.clone(), client, clock.clone(), key, sender_config)
-                    .with_recheck(dsn.clone())
+                let sender = Sender::new(store.clone(), client, clock.clone(), key, sender_config)
+                    .with_recheck(dsn.clone());
+                match &config.metrics {
+                    Some(m) => sender.with_metrics(m.clone()),
+                    None => sender,
+                }
             })
             .collect();
         Ok(Worker {

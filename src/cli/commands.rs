@@ -163,6 +163,9 @@ pub(crate) enum Command {
         /// that dies is taken over within it.
         #[arg(long, default_value = "30s", value_parser = parse_trigger_lease)]
         trigger_lease: jiff::SignedDuration,
+        /// Serve /metrics (Prometheus text format) on this address, e.g. 127.0.0.1:9464.
+        #[arg(long, value_parser = super::serve::parse_listen)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).

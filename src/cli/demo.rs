@@ -49,7 +49,8 @@ pub(crate) async fn demo(
         "The worker polls the same {} days into the ledger:",
         demo::DEMO_DAYS
     );
-    let poller = made.poller(clock.clone());
+    let metrics = Arc::new(Metrics::default());
+    let poller = made.poller(clock.clone()).with_metrics(metrics.clone());
     for report in poller.poll_due().await? {
         print!("{report}");
     }
@@ -86,14 +87,14 @@ pub(crate) async fn demo(
         config,
         DEFAULT_WORKSPACE.clone(),
         listener.local_addr()?,
-        Arc::new(Metrics::default()),
+        metrics.clone(),
     );
     println!();
     println!("Open {url} to watch it: Activity fills in as the worker polls. ctrl-c stops it.");
     let stop = super::serve::stop_on_signal();
     let server = rowfire::http::serve(listener, state, super::serve::until(stop.clone()));
     // The poller sweeps the reminders into the queue; the sender delivers them when due.
-    let sender = made.sender(clock.clone());
+    let sender = made.sender(clock.clone()).with_metrics(metrics);
     let sending = sender.run_until(stop.clone());
     let polling = poller.run_until(stop, |r| {
         let swept = r.sweeps.iter().any(|(_, s)| {

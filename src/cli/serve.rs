@@ -100,9 +100,11 @@ pub(crate) async fn serve(
             "warning: listening on {listen}, beyond loopback: every request needs a token, and workspace {ws} has none yet; create one with `rowfire tokens create NAME`"
         );
     }
+    let metrics = Arc::new(Metrics::default());
     let worker = if with_worker {
         let worker_config = WorkerConfig {
             workspace: ws.clone(),
+            metrics: Some(metrics.clone()),
             ..WorkerConfig::from_config(config)?
         };
         Some(Worker::new(store.clone(), clock.clone(), worker_config).await?)
@@ -116,7 +118,7 @@ pub(crate) async fn serve(
         config,
         ws,
         listener.local_addr()?,
-        Arc::new(Metrics::default()),
+        metrics,
     );
     println!("Rowfire is serving {url}  (ctrl-c stops it)");
     let stop = stop_on_signal();

@@ -6,7 +6,11 @@ use std::process::ExitCode;
 use anyhow::{Result, anyhow};
 use jiff::{SignedDuration, Timestamp};
 use rowfire::clock::Clock;
+use std::sync::Arc;
+
 use rowfire::config::Config;
+use rowfire::http::AppState;
+use rowfire::metrics::Metrics;
 use rowfire::poll;
 use rowfire::store::{Store, WorkspaceId};
 use rowfire::worker::{Worker, WorkerConfig};
@@ -21,12 +25,32 @@ pub(crate) struct WorkerOptions {
     pub poll_only: bool,
     pub delivery_lease: SignedDuration,
     pub trigger_lease: SignedDuration,
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `rowfire worker`: runs until ctrl-c or SIGTERM, or with `--once` polls and sends once.
 pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitCode> {
     let store = open_and_migrate(config).await?;
+    let metrics = Arc::new(Metrics::default());
+    if let Some(listen) = opts.metrics {
+        let (listener, url) = super::serve::bind(listen, false).await?;
+        let state = AppState::new(
+            store.clone(),
+            Clock::system(),
+            config,
+            config.workspace()?.clone(),
+            listener.local_addr()?,
+            metrics.clone(),
+        );
+        eprintln!("metrics at {url}metrics");
+        tokio::spawn(rowfire::http::serve_router(
+            listener,
+            rowfire::http::metrics_router(state),
+            std::future::pending(),
+        ));
+    }
     let worker_config = WorkerConfig {
+        metrics: Some(metrics),
         concurrency: opts.concurrency,
         listen: !opts.poll_only,
         delivery_lease: opts.delivery_lease,

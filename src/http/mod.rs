@@ -83,12 +83,38 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::ui::routes())
         .merge(api::router())
-        .route("/metrics", axum::routing::get(crate::metrics::scrape))
+        .route("/metrics", axum::routing::get(metrics))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::check,
         ))
         .with_state(state)
+}
+
+/// Only `/metrics`, behind the same checks: what `rowfire worker --metrics ADDR` serves.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::check,
+        ))
+        .with_state(state)
+}
+
+/// `GET /metrics`: the queue depth read now, and what this process counted.
+async fn metrics(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> error::ApiResult<impl axum::response::IntoResponse> {
+    let depth = crate::send::queue::depth(&state.store, state.clock.now()).await?;
+    state.metrics.set_queue_depth(depth);
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        state.metrics.encode(),
+    ))
 }
 
 /// Serves [`router`] on `listener` until `stop` resolves; requests in flight then finish.
@@ -97,9 +123,18 @@ pub async fn serve(
     state: AppState,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_router(listener, router(state), stop).await
+}
+
+/// Serves `app` on `listener` until `stop` resolves.
+pub async fn serve_router(
+    listener: TcpListener,
+    app: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(
         listener,
-        router(state).into_make_service_with_connect_info::<SocketAddr>(),
+        app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(stop)
     .await

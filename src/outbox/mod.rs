@@ -20,6 +20,11 @@ pub use scheduled::{LeadFrom, Scheduled, is_inbox_url, to_inbox};
 pub use status::DeliveryStatus;
 pub use target::RenderError;
 
+/// Deliveries that finished as they were written (sent to the Demo inbox, suppressed, failed,
+/// expired), counted by (integration, state), for `/metrics`. Pending ones are counted when a
+/// sender settles them.
+pub type Tally = std::collections::BTreeMap<(String, &'static str), u64>;
+
 /// The base URL of the built-in Demo inbox.
 pub const INBOX_URL: &str = "inbox://demo";
 
@@ -148,6 +153,7 @@ pub async fn enqueue(
     row: &Row,
     scheduled: Option<&Scheduled>,
     now: Timestamp,
+    tally: &mut Tally,
 ) -> Result<usize, sqlx::Error> {
     let ctx = context(row, rule, trigger, now);
     let mut queued = 0;
@@ -183,6 +189,11 @@ pub async fn enqueue(
             (Ok(_), Mode::Live) => (DeliveryStatus::Pending, None, None),
         };
         queued += usize::from(status == DeliveryStatus::Pending);
+        if status != DeliveryStatus::Pending {
+            *tally
+                .entry((binding.integration.clone(), status.as_str()))
+                .or_default() += 1;
+        }
         let request = rendered.as_ref().ok();
         let id = fetch_all!(
             &mut *tx,

@@ -122,6 +122,7 @@ pub struct Poller {
     style: ClaimStyle,
     dsn: DsnResolver,
     sources: Mutex<HashMap<(String, String), Source>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Poller {
@@ -135,7 +136,14 @@ impl Poller {
             style: ClaimStyle::Batched,
             dsn,
             sources: Mutex::new(HashMap::new()),
+            metrics: None,
         }
+    }
+
+    /// Counts every poll this poller makes (duration, rows, fires, failures) in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Poller {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Claims one row at a time instead of in batches (benchmarks only).
@@ -186,6 +194,7 @@ impl Poller {
         lease: &Lease,
         stop: Stop<'_>,
     ) -> Result<PollReport, PollError> {
+        let started = std::time::Instant::now();
         let (mut report, outcome) = self.poll_until(lease, stop).await;
         if report.status == PollStatus::LeaseLost {
             // Not settled: the window is someone else's now.
@@ -198,6 +207,26 @@ impl Poller {
             }
         }
         report.log();
+        if let Some(m) = &self.metrics {
+            let failed = matches!(report.status, PollStatus::Failed(_));
+            let lost = report.status == PollStatus::LeaseLost || !report.settled;
+            m.poll(
+                &report.trigger,
+                started.elapsed(),
+                report.matched,
+                failed,
+                lost,
+            );
+            for r in &report.rules {
+                m.fires(&r.rule, r.mode.as_str(), r.fired, r.already);
+            }
+            let swept = report.sweeps.iter().filter_map(|(_, s)| s.as_ref().ok());
+            for tally in std::iter::once(&report.enqueued).chain(swept.map(|s| &s.enqueued)) {
+                for ((integration, state), n) in tally {
+                    m.deliveries_written(integration, state, *n);
+                }
+            }
+        }
         Ok(report)
     }
 
@@ -251,6 +280,7 @@ impl Poller {
             sweeps: Vec::new(),
             status: PollStatus::Ok,
             settled: true,
+            enqueued: Default::default(),
         };
         let result = self.evaluate(lease, &mut report, stop).await;
         let now = self.clock.now();

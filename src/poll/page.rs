@@ -163,6 +163,7 @@ impl Poller {
                             row,
                             None,
                             now,
+                            &mut report.enqueued,
                         )
                         .await
                         .map_err(failed)?;

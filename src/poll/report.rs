@@ -65,6 +65,8 @@ pub struct PollReport {
     pub status: PollStatus,
     /// False when the lease had been taken over and the settle changed nothing.
     pub settled: bool,
+    /// Deliveries that finished as they were written, by integration and state.
+    pub enqueued: crate::outbox::Tally,
 }
 
 impl PollStatus {

@@ -95,7 +95,12 @@ impl Poller {
                 lost = self.heartbeat(lease) => Err(lost),
             };
             match swept {
-                Ok(r) => report.sweeps.push((rule.name.clone(), Ok(r))),
+                Ok(r) => {
+                    if let Some(m) = &self.metrics {
+                        m.fires(&rule.name, mode.as_str(), r.queued + r.too_late, r.already);
+                    }
+                    report.sweeps.push((rule.name.clone(), Ok(r)));
+                }
                 Err(Halt::Failed(e)) => {
                     self.record_failed(job, started, &e).await?;
                     report.sweeps.push((rule.name.clone(), Err(e)));

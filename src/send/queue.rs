@@ -546,3 +546,35 @@ pub async fn attempts(
     tx.rollback().await.map_err(|e| store.error(e))?;
     Ok(rows)
 }
+
+/// The queue's depth by state, across workspaces, for `/metrics`: pending deliveries due now
+/// and waiting for a sender, pending ones due later, and ones held under a live lease. Reads only
+/// pending rows (the partial index over them), never the finished history.
+pub async fn depth(
+    store: &Store,
+    now: Timestamp,
+) -> Result<crate::metrics::QueueDepth, StoreError> {
+    let read = async {
+        let mut tx = store.begin_unscoped(Unscoped::Look).await?;
+        let rows = fetch_all!(
+            &mut tx,
+            "SELECT
+                 COALESCE(SUM(CASE WHEN lease_expires_at > $1 THEN 1 ELSE 0 END), 0) AS leased,
+                 COALESCE(SUM(CASE WHEN (lease_expires_at IS NULL OR lease_expires_at <= $1) AND due_at <= $1 THEN 1 ELSE 0 END), 0) AS due,
+                 COALESCE(SUM(CASE WHEN (lease_expires_at IS NULL OR lease_expires_at <= $1) AND due_at > $1 THEN 1 ELSE 0 END), 0) AS scheduled
+             FROM delivery WHERE status = 'pending'",
+            [DbTime(now)],
+            |r| {
+                let n = |c: &'static str| r.try_get::<i64, _>(c).map(|v| u64::try_from(v).unwrap_or(0));
+                Ok(crate::metrics::QueueDepth {
+                    due: n("due")?,
+                    scheduled: n("scheduled")?,
+                    leased: n("leased")?,
+                })
+            }
+        )?;
+        tx.rollback().await?;
+        Ok::<_, sqlx::Error>(rows.into_iter().next().unwrap_or_default())
+    };
+    read.await.map_err(|e| store.error(e))
+}

@@ -77,6 +77,7 @@ pub struct Sender {
     sources: Mutex<HashMap<(WorkspaceId, String), crate::source::Source>>,
     /// Triggers' queries prepared for the recheck, by workspace and trigger.
     prepared: Mutex<HashMap<(WorkspaceId, String), recheck::Prepared>>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Sender {
@@ -100,7 +101,14 @@ impl Sender {
             recheck: None,
             sources: Mutex::default(),
             prepared: Mutex::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts every settled send (by integration and outcome, with its lateness) in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Sender {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Rechecks time-anchored sends whose rule asks for it (`recheck`, on by default) on their
@@ -150,6 +158,9 @@ impl Sender {
             while finished.recv_many(&mut group, SETTLE_GROUP).await > 0 {
                 let took = self.settle_with_retries(&group).await;
                 for (item, took) in group.drain(..).zip(took) {
+                    if let Some(m) = &self.metrics {
+                        record(m, &item, took);
+                    }
                     match (&item.outcome, took) {
                         (_, false) => report.stale += 1,
                         (Settlement::Sent, true) => report.sent += 1,
@@ -357,4 +368,24 @@ fn outcome_name(outcome: &Settlement) -> &'static str {
         Settlement::Release { .. } => "released",
         Settlement::Terminal { status, .. } | Settlement::Unsent { status, .. } => status.as_str(),
     }
+}
+
+/// Counts one settle in `metrics`: its outcome by integration and, when sent, how late; a settle
+/// that found its lease taken over counts as a takeover instead.
+fn record(m: &crate::metrics::Metrics, item: &Settled, took: bool) {
+    if !took {
+        m.takeover("delivery");
+        return;
+    }
+    let (outcome, late) = match &item.outcome {
+        Settlement::Sent => {
+            let late = item.claimed.due_at.duration_until(item.at);
+            ("sent", Some(Duration::try_from(late).unwrap_or_default()))
+        }
+        Settlement::Retry { .. } => ("retry", None),
+        Settlement::Release { .. } => ("waiting", None),
+        Settlement::Terminal { status, .. } => (status.as_str(), None),
+        Settlement::Unsent { status, .. } => (status.as_str(), None),
+    };
+    m.delivery(&item.claimed.integration, outcome, late);
 }

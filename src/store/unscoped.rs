@@ -28,9 +28,9 @@ pub(crate) enum Unscoped {
     TokenLookup,
     /// Reads only: the list of workspaces (`store::workspace::list`, `rowfire workspaces list`).
     Workspaces,
-    /// Reads only: when the next trigger or delivery falls due, across workspaces, and the list
-    /// of recent workers (`poll::state::next_due`, `send::queue::next_due`,
-    /// `poll::workers::recent`).
+    /// Reads only: when the next trigger or delivery falls due, across workspaces, the list
+    /// of recent workers, and the queue's depth for `/metrics` (`poll::state::next_due`,
+    /// `send::queue::next_due`, `poll::workers::recent`, `send::queue::depth`).
     Look,
 }
 

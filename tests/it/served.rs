@@ -54,6 +54,11 @@ impl Served {
 
     /// A server on `store` (migrated).
     pub async fn on(store: Store, setup: Setup) -> Served {
+        Served::on_with_metrics(store, setup, Arc::new(Metrics::default())).await
+    }
+
+    /// A server on `store` showing `metrics` at `/metrics`.
+    pub async fn on_with_metrics(store: Store, setup: Setup, metrics: Arc<Metrics>) -> Served {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let bound = listener.local_addr().unwrap();
         let shown: SocketAddr = if setup.beyond_loopback {
@@ -68,7 +73,7 @@ impl Served {
             &Config::from_env(),
             setup.workspace,
             shown,
-            Arc::new(Metrics::default()),
+            metrics,
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(http::serve(listener, state, async move {

@@ -45,6 +45,7 @@ fn config(source_url: String, key: MasterKey) -> WorkerConfig {
         master_key: Ok(key),
         dsn: Some(Arc::new(move |_| Some(source_url.clone()))),
         sync_clock: false,
+        metrics: None,
     }
 }
 
