@@ -19,6 +19,7 @@ use crate::store::{Store, WorkspaceId};
 
 pub mod api;
 pub mod error;
+pub mod extract;
 pub mod guard;
 
 /// The address `rowfire serve` listens on unless told otherwise: loopback only.
@@ -83,12 +84,22 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::ui::routes())
         .merge(api::router())
+        .fallback(not_found)
         .route("/metrics", axum::routing::get(metrics))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::check,
         ))
+        .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY))
         .with_state(state)
+}
+
+/// Any path no route serves: a JSON 404, like every other error.
+async fn not_found(uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::not_found(format!(
+        "nothing is served at {}; the API is described at /api/openapi.json",
+        uri.path().chars().take(200).collect::<String>()
+    ))
 }
 
 /// Only `/metrics`, behind the same checks: what `rowfire worker --metrics ADDR` serves.
