@@ -31,7 +31,7 @@ async fn migrations_apply_once_and_are_required(url: &str) {
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 11);
+    assert_eq!(store.migrate().await.unwrap(), 12);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

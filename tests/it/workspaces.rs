@@ -84,7 +84,9 @@ async fn two_workspaces_with_the_same_definitions_fire_and_report_independently(
         );
     }
 
-    // One worker serves both: each workspace's declined_charge fires the same rows.
+    // One worker serves both: each workspace's declined_charge reads the same rows. How many
+    // fire depends on where the weeks begin, and acme's begin in Berlin, so on some dates the
+    // two differ by a row whose week is another in UTC.
     let (ok, polled, stderr) = run(&["worker", "--once"]);
     assert!(ok, "{polled}{stderr}");
     let lines: Vec<&str> = polled
@@ -92,7 +94,8 @@ async fn two_workspaces_with_the_same_definitions_fire_and_report_independently(
         .filter(|l| l.starts_with("declined_charge: "))
         .collect();
     assert_eq!(lines.len(), 2, "{polled}");
-    assert_eq!(lines[0], lines[1], "{polled}");
+    let matched = |l: &str| l.split(" fired=").next().unwrap_or_default().to_string();
+    assert_eq!(matched(lines[0]), matched(lines[1]), "{polled}");
     assert!(!lines[0].contains("fired=0"), "{polled}");
 
     // What one workspace shows never holds the other's rows.
