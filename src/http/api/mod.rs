@@ -44,6 +44,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rules::promote))
         .routes(routes!(rules::demote))
         .routes(routes!(rules::backtest))
+        .routes(routes!(rules::backtest_draft))
         .routes(routes!(rules::why))
 }
 

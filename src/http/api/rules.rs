@@ -411,14 +411,38 @@ pub async fn create(
     Body(body): Body<NewRule>,
 ) -> ApiResult<Json<super::definitions::Pushed>> {
     let ws = &caller.workspace;
+    let (_, text) = with_rule(&state, ws, &body).await?;
+    let summary = crate::push::push(&state.store, ws, &text, state.clock.now()).await?;
+    Ok(Json(summary.into()))
+}
+
+/// A draft rule to backtest before it is added.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DraftBacktest {
+    /// The rule as it would be added.
+    pub rule: NewRule,
+    /// Days back from now (1 to 3650).
+    pub days: u32,
+    /// Sample fires to show (0 to 50; default 5).
+    #[serde(default = "default_sample")]
+    pub sample: usize,
+}
+
+/// The definitions in force with `rule` added (not stored), and its document.
+async fn with_rule(
+    state: &AppState,
+    ws: &WorkspaceId,
+    rule: &NewRule,
+) -> ApiResult<(Definitions, String)> {
     let current = crate::definitions::versions::get(&state.store, ws, None)
         .await?
         .ok_or_else(|| ApiError::not_found(author::NOTHING_PUSHED))?;
     let defs = current.definitions().map_err(ApiError::from)?;
-    if defs.trigger(&body.trigger).is_none() {
+    if defs.trigger(&rule.trigger).is_none() {
         return Err(ApiError::not_found(format!(
             "there is no trigger \"{}\" in force",
-            shorten(&body.trigger)
+            shorten(&rule.trigger)
         ))
         .at("trigger"));
     }
@@ -429,15 +453,50 @@ pub async fn create(
         .ok_or_else(|| {
             ApiError::conflict("the definitions in force declare no Demo inbox integration (`catalog: demo_inbox`); add one and push")
         })?;
-    let entry = rule_entry(&body, &inbox.name)?;
-    let text = edit::add_rule(&current.document, &body.name, &entry).map_err(|message| {
+    let entry = rule_entry(rule, &inbox.name)?;
+    let text = edit::add_rule(&current.document, &rule.name, &entry).map_err(|message| {
         let field = ["period", "n", "timezone", "policy", "trigger", "actions"]
             .into_iter()
-            .find(|f| message.contains(&format!("rules.{}.{f}", body.name)))
+            .find(|f| message.contains(&format!("rules.{}.{f}", rule.name)))
             .map(|f| if f == "actions" { "message" } else { f })
             .unwrap_or("name");
         ApiError::invalid(message).at(field)
     })?;
-    let summary = crate::push::push(&state.store, ws, &text, state.clock.now()).await?;
-    Ok(Json(summary.into()))
+    let draft = crate::definitions::versions::Version {
+        document: text.clone(),
+        ..current
+    }
+    .definitions()
+    .map_err(ApiError::from)?;
+    Ok((draft, text))
+}
+
+/// Backtests a rule that is not added yet (the Get started page), on the definitions in force
+/// with it added; nothing is written.
+#[utoipa::path(post, path = "/rules/backtest", tag = "rules", request_body = DraftBacktest,
+    responses((status = 200, body = BacktestReport), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn backtest_draft(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<DraftBacktest>,
+) -> ApiResult<Json<BacktestReport>> {
+    let days = author::days(body.days, "days")?;
+    if body.sample > MAX_SAMPLE {
+        return Err(
+            ApiError::invalid(format!("sample must be between 0 and {MAX_SAMPLE}")).at("sample"),
+        );
+    }
+    let (defs, _) = with_rule(&state, &caller.workspace, &body.rule).await?;
+    let trigger = defs
+        .trigger(&body.rule.trigger)
+        .ok_or_else(|| unknown(&body.rule.name))?;
+    let source = connect(&state, &caller.workspace, &defs, &trigger.source).await?;
+    let opts = Options {
+        days,
+        sample: body.sample,
+        now: state.clock.now(),
+    };
+    Ok(Json(BacktestReport(
+        backtest::run(&defs, &body.rule.name, &source, &opts).await?,
+    )))
 }
