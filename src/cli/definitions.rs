@@ -5,7 +5,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
-use jiff::SignedDuration;
 use rowfire::backtest::{self, Options};
 use rowfire::clock::Clock;
 use rowfire::config::Config;
@@ -14,7 +13,7 @@ use rowfire::poll;
 use rowfire::push::{self, PushError};
 use rowfire::rules::{self, Mode};
 use rowfire::source::{Source, dialect_of};
-use rowfire::sql_guard::{self, Shape, Window};
+
 use rowfire::store::{Store, WorkspaceId};
 use rowfire::validation::{self, TriggerCheck};
 
