@@ -1,2 +1,199 @@
 // Rowfire's one script: served from the binary at /assets/rowfire.js.
 "use strict";
+
+// ---- The author's pages: the SQL editor, action buttons, Get started. ----
+(function () {
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function post(url, body) {
+    return fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body || {})
+    }).then(function (r) {
+      return r.json().then(function (j) { return { ok: r.ok, status: r.status, body: j }; });
+    });
+  }
+  function problem(res) {
+    var e = res.body && res.body.error;
+    return e ? e.message : "the server answered " + res.status;
+  }
+  // An error shown next to the field at fault (`#PREFIX-FIELD-error`), else in `fallback`.
+  function showError(res, prefix, fallback) {
+    var e = res.body && res.body.error;
+    var spot = e && e.field && $(prefix + "-" + e.field + "-error");
+    (spot || fallback).textContent = problem(res);
+  }
+
+  // The SQL editor: checked as you type (debounced), the guard's reason next to it.
+  function editor() {
+    var form = $("trigger-editor"), sql = $("sql"), verdict = $("guard-verdict");
+    if (!form || !sql || !verdict) return;
+    var timer = null, seq = 0;
+    function columns(list) {
+      var body = $("output-columns").querySelector("tbody");
+      body.textContent = "";
+      list.forEach(function (c) {
+        var tr = el("tr", { "data-column": c.name });
+        var td = el("td"); td.appendChild(el("code", {}, c.name)); tr.appendChild(td);
+        tr.appendChild(el("td", {}, c.type)); body.appendChild(tr);
+      });
+      ["clock", "key"].forEach(function (id) {
+        var select = $(id), keep = {};
+        Array.prototype.forEach.call(select.selectedOptions, function (o) { keep[o.value] = true; });
+        select.textContent = "";
+        list.forEach(function (c) {
+          var o = el("option", { value: c.name }, c.name);
+          if (keep[c.name]) o.selected = true;
+          select.appendChild(o);
+        });
+      });
+    }
+    function check() {
+      var mine = ++seq;
+      if (!sql.value.trim()) { verdict.dataset.state = "empty"; verdict.className = "verdict empty"; verdict.textContent = "Type a SELECT; it is checked as you type."; return; }
+      verdict.dataset.state = "pending"; verdict.className = "verdict pending"; verdict.textContent = "Checking…";
+      post(form.dataset.checkUrl, { sql: sql.value, source: form.dataset.source }).then(function (res) {
+        if (mine !== seq) return;
+        var v = res.body;
+        if (!res.ok) { verdict.dataset.state = "refused"; verdict.className = "verdict refused"; verdict.textContent = problem(res); return; }
+        verdict.dataset.state = v.ok ? "ok" : "refused";
+        verdict.className = "verdict " + verdict.dataset.state;
+        verdict.textContent = v.ok ? "The guard admits this query; it returns " + v.columns.length + " column(s)." : v.reason;
+        sql.setAttribute("aria-invalid", v.ok ? "false" : "true");
+        if (v.ok) columns(v.columns);
+      }).catch(function () { if (mine === seq) verdict.textContent = "Could not reach the server to check."; });
+    }
+    sql.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(check, 250); });
+  }
+
+  // Buttons that POST to the API and say what happened (run now, promote, demote, rewind).
+  function actions() {
+    var result = $("action-result");
+    ["run-now", "promote", "demote"].forEach(function (id) {
+      var b = $(id);
+      if (!b) return;
+      b.addEventListener("click", function () {
+        b.disabled = true;
+        post(b.dataset.url).then(function (res) {
+          b.disabled = false;
+          if (!res.ok) { result.textContent = problem(res); return; }
+          if (id === "run-now") {
+            var r = res.body;
+            result.textContent = r.trigger + ": " + r.status + (r.reason ? " (" + r.reason + ")" : "") + ", matched=" + r.matched + " fired=" + r.fired + " already=" + r.already;
+          } else { window.location.reload(); }
+        });
+      });
+    });
+    var rewind = $("rewind-form");
+    if (rewind) rewind.addEventListener("submit", function () {
+      post(rewind.dataset.url, { days: Number($("rewind-days").value) }).then(function (res) {
+        result.textContent = res.ok ? "Watermark moved back to " + res.body.watermark + "; " + res.body.message : problem(res);
+      });
+    });
+  }
+
+  // Get started.
+  function start() {
+    var dataEl = $("start-data");
+    if (!dataEl) return;
+    var data = JSON.parse(dataEl.textContent), trigger = $("start-trigger"), message = $("start-message");
+    function current() { return data[trigger.value] || { columns: [], rows: [] }; }
+    function render(template, row) {
+      return template.replace(/\{\{\s*([A-Za-z0-9_.]+)\s*\}\}/g, function (_, name) {
+        var v = row[name];
+        return v === undefined || v === null ? "" : String(v);
+      });
+    }
+    function preview() {
+      var box = $("start-preview"), t = current();
+      box.textContent = "";
+      if (t.error) { box.appendChild(el("p", { "class": "error" }, t.error)); return; }
+      if (!t.rows || !t.rows.length) { box.appendChild(el("p", { "class": "empty" }, "No sample rows in the last 90 days for this event.")); return; }
+      t.rows.forEach(function (row) { box.appendChild(el("div", { "class": "preview", "data-preview": "" }, render(message.value, row))); });
+    }
+    function pick() {
+      var t = current(), cols = $("start-columns");
+      $("start-trigger-description").textContent = t.description || "";
+      cols.textContent = "";
+      t.columns.forEach(function (c) {
+        var b = el("button", { type: "button", "data-column": c }, c);
+        b.addEventListener("click", function () {
+          var at = message.selectionStart || message.value.length, token = "{{ " + c + " }}";
+          message.value = message.value.slice(0, at) + token + message.value.slice(message.selectionEnd || at);
+          message.focus(); preview();
+        });
+        cols.appendChild(b);
+      });
+      preview();
+    }
+    function rule() {
+      var cadence = document.querySelector("input[name=cadence]:checked").value, r = {
+        name: $("start-name").value, trigger: trigger.value, message: message.value
+      };
+      if (cadence === "once_ever") r.policy = "once_ever";
+      else if (cadence === "nth") { r.policy = "once_per_n"; r.n = Number($("start-n").value); }
+      else { r.policy = "once_per_period"; r.period = cadence; r.timezone = $("start-timezone").value; }
+      return r;
+    }
+    function clearErrors() { Array.prototype.forEach.call(document.querySelectorAll("#start-form .error[id$=-error]"), function (e) { e.textContent = ""; }); }
+    function chart(report) {
+      var box = $("start-backtest-result"), ns = "http://www.w3.org/2000/svg";
+      box.textContent = "";
+      var days = report.per_day.length, max = 1, w = 720, h = 160;
+      report.per_day.forEach(function (d) { if (d.fires > max) max = d.fires; });
+      var svg = document.createElementNS(ns, "svg");
+      svg.setAttribute("id", "backtest-chart"); svg.setAttribute("role", "img");
+      svg.setAttribute("viewBox", "0 0 " + w + " " + (h + 20)); svg.setAttribute("preserveAspectRatio", "none");
+      svg.setAttribute("data-total", report.fires); svg.setAttribute("data-days", days);
+      svg.setAttribute("aria-label", report.fires + " fires over " + days + " days");
+      report.per_day.forEach(function (d, i) {
+        var bh = h * d.fires / max, r = document.createElementNS(ns, "rect"), bw = w / Math.max(days, 1);
+        r.setAttribute("class", "bar"); r.setAttribute("x", (i * bw).toFixed(2)); r.setAttribute("y", (h - bh).toFixed(2));
+        r.setAttribute("width", Math.max(bw - 1, 0.5).toFixed(2)); r.setAttribute("height", bh.toFixed(2));
+        r.setAttribute("data-date", d.date); r.setAttribute("data-fires", d.fires);
+        var title = document.createElementNS(ns, "title"); title.textContent = d.date + ": " + d.fires + " fire(s)"; r.appendChild(title);
+        svg.appendChild(r);
+      });
+      var fig = el("figure", { "class": "chart" }); fig.appendChild(svg);
+      fig.appendChild(el("figcaption", { id: "backtest-headline" }, report.fires + " fire(s) from " + report.rows_matched + " matching row(s) over " + report.days + " day(s) (" + report.time_zone + ")" + (report.busiest_day ? "; busiest " + report.busiest_day.date + " with " + report.busiest_day.fires : "") + "."));
+      box.appendChild(fig);
+      var table = el("table", { id: "backtest-numbers" }), body = el("tbody");
+      report.per_day.forEach(function (d) { var tr = el("tr", { "data-date": d.date }); tr.appendChild(el("td", {}, d.date)); tr.appendChild(el("td", { "data-fires": d.fires }, String(d.fires))); body.appendChild(tr); });
+      table.appendChild(body); var det = el("details"); det.appendChild(el("summary", {}, "Fires per day, as numbers")); det.appendChild(table); box.appendChild(det);
+    }
+    trigger.addEventListener("change", pick);
+    message.addEventListener("input", preview);
+    $("start-backtest").addEventListener("click", function () {
+      clearErrors();
+      $("start-backtest-result").textContent = "Backtesting…";
+      post("/api/rules/backtest", { rule: rule(), days: Number($("start-days").value), sample: 0 }).then(function (res) {
+        if (!res.ok) { $("start-backtest-result").textContent = ""; showError(res, "start", $("start-backtest-result")); return; }
+        chart(res.body);
+      });
+    });
+    $("start-turn-on").addEventListener("click", function () {
+      clearErrors();
+      var r = rule(), out = $("start-result");
+      out.textContent = "Adding " + r.name + "…";
+      post("/api/rules", r).then(function (res) {
+        if (!res.ok) { out.textContent = ""; showError(res, "start", out); return null; }
+        return post("/api/rules/" + encodeURIComponent(r.name) + "/promote").then(function (p) {
+          if (!p.ok) { out.textContent = problem(p); return; }
+          out.textContent = r.name + " is live (definitions version " + res.body.version + ").";
+          out.dataset.rule = r.name;
+          $("start-watch").hidden = false;
+        });
+      });
+    });
+    pick();
+  }
+
+  function ready() { editor(); actions(); start(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready); else ready();
+})();

@@ -1,6 +1,8 @@
 //! `rowfire why RULE KEY`: which fires a key has, in which buckets and modes, from which poll;
 //! and for each recent row of that key that did not fire, which earlier fire took its bucket.
 
+pub mod plan;
+
 use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};

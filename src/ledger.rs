@@ -280,3 +280,22 @@ pub async fn keys_of(
     .into_iter()
     .collect())
 }
+
+/// How many fires each rule made in each mode, in the workspace: (rule, mode, count), by rule
+/// then mode.
+pub async fn counts_by_mode(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+) -> Result<Vec<(String, Mode, i64)>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT rule_name, mode, COUNT(*) AS fires FROM fire WHERE workspace_id = $1 \
+         GROUP BY rule_name, mode ORDER BY rule_name, mode",
+        [workspace],
+        |r| Ok((
+            r.try_get("rule_name")?,
+            r.try_get("mode")?,
+            r.try_get("fires")?
+        ))
+    )
+}

@@ -5,7 +5,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
-use jiff::SignedDuration;
 use rowfire::backtest::{self, Options};
 use rowfire::clock::Clock;
 use rowfire::config::Config;
@@ -14,7 +13,7 @@ use rowfire::poll;
 use rowfire::push::{self, PushError};
 use rowfire::rules::{self, Mode};
 use rowfire::source::{Source, dialect_of};
-use rowfire::sql_guard::{self, Shape, Window};
+
 use rowfire::store::{Store, WorkspaceId};
 use rowfire::validation::{self, TriggerCheck};
 
@@ -343,61 +342,7 @@ pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Resul
     let dialect = def.kind.or(from_env).ok_or_else(|| {
         anyhow!("source {} declares no `type` and {} is not set; set one so Rowfire knows the SQL dialect", def.name, def.dsn_env)
     })?;
-    let query = sql_guard::check_allowing(&trigger.sql, dialect, &def.allow_functions)
-        .map_err(|e| anyhow!("trigger {name}: {e}"))?;
-    let now = clock.now();
-    let Some(since) = now
-        .checked_sub(SignedDuration::from_hours(24 * i64::from(days)))
-        .ok()
-    else {
-        bail!("--days {days} reaches before the earliest representable time");
-    };
-    let window = Window { since, until: now };
-    let shape = Shape {
-        clock: &trigger.event_time,
-        key: &trigger.key,
-    };
-    let inline = |slice| {
-        query
-            .page_sql(shape, window, slice, sql_guard::Placeholders::Inline)
-            .sql
-    };
-    let probe = inline(sql_guard::Slice::Boundary {
-        after: None,
-        offset: def.page_size.max(1) - 1,
-    });
-    let symbolic = sql_guard::Keyset {
-        clock: rowfire::row::Value::Text(format!("<boundary {}>", trigger.event_time)),
-        clock_type: None,
-        key: trigger
-            .key
-            .iter()
-            .map(|k| (rowfire::row::Value::Text(format!("<boundary {k}>")), None))
-            .collect(),
-    };
-    let page = inline(sql_guard::Slice::Between {
-        after: None,
-        upto: Some(&symbolic),
-    });
-    println!("-- trigger {name} on source {} ({dialect})", def.name);
-    if query.names_window() {
-        println!("-- window {since} → {now}, bound to the query's own :since and :until");
-    } else {
-        println!("-- window {since} ≤ {} < {now}", trigger.event_time);
-    }
-    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
-    println!("-- rows with a NULL key are counted, not paged");
-    println!(
-        "\n-- 1. where the first page ends: the row {} rows in, in {order} order",
-        def.page_size
-    );
-    println!("{probe};");
-    println!(
-        "\n-- 2. the page: every row up to and including that one, so rows equal on {order} are never split"
-    );
-    println!("{page};");
-    println!(
-        "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row"
-    );
+    let text = rowfire::explanation::plan::planned_sql(trigger, def, dialect, clock.now(), days)?;
+    print!("{text}");
     Ok(ExitCode::SUCCESS)
 }

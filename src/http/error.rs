@@ -152,5 +152,156 @@ impl From<crate::token::TokenError> for ApiError {
     }
 }
 
+impl From<crate::definitions::Problems> for ApiError {
+    fn from(p: crate::definitions::Problems) -> ApiError {
+        let message =
+            p.0.iter()
+                .map(|p| format!("{}: {}", p.path, p.message))
+                .collect::<Vec<_>>()
+                .join("; ");
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_definitions", message).at("yaml")
+    }
+}
+
+impl From<crate::definitions::versions::InForceError> for ApiError {
+    fn from(e: crate::definitions::versions::InForceError) -> ApiError {
+        use crate::definitions::versions::InForceError as E;
+        match e {
+            E::Definitions(p) => ApiError::conflict(format!(
+                "the definitions in force no longer parse; push a corrected file ({p})"
+            )),
+            E::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::push::PushError> for ApiError {
+    fn from(e: crate::push::PushError) -> ApiError {
+        match e {
+            crate::push::PushError::Definitions(p) => p.into(),
+            crate::push::PushError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::rules::ModeError> for ApiError {
+    fn from(e: crate::rules::ModeError) -> ApiError {
+        match e {
+            crate::rules::ModeError::UnknownRule(_) => ApiError::not_found(e.to_string()),
+            crate::rules::ModeError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::source::SourceError> for ApiError {
+    fn from(e: crate::source::SourceError) -> ApiError {
+        use crate::source::SourceError as S;
+        match e {
+            S::Guard { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "refused_sql", e.to_string()).at("sql")
+            }
+            S::Query { .. } | S::Shape { .. } | S::UnsupportedType { .. } | S::Timeout { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "query_failed", e.to_string()).at("sql")
+            }
+            S::MissingDsn { .. }
+            | S::Undeclared { .. }
+            | S::BadDsn { .. }
+            | S::KindMismatch { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "source_not_configured", e.to_string())
+                    .at("source")
+            }
+            _ => ApiError::unavailable(&e),
+        }
+    }
+}
+
+impl From<crate::backtest::BacktestError> for ApiError {
+    fn from(e: crate::backtest::BacktestError) -> ApiError {
+        match e {
+            crate::backtest::BacktestError::Definitions(p) => ApiError::not_found(p.to_string()),
+            crate::backtest::BacktestError::Source(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::poll::PollError> for ApiError {
+    fn from(e: crate::poll::PollError) -> ApiError {
+        match e {
+            crate::poll::PollError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::explanation::plan::PlanError> for ApiError {
+    fn from(e: crate::explanation::plan::PlanError) -> ApiError {
+        use crate::explanation::plan::PlanError as P;
+        match e {
+            P::Guard { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "refused_sql", e.to_string()).at("sql")
+            }
+            P::TooFarBack(_) => ApiError::invalid(e.to_string()).at("days"),
+        }
+    }
+}
+
+impl From<crate::secret::StoredSecretError> for ApiError {
+    fn from(e: crate::secret::StoredSecretError) -> ApiError {
+        ApiError::internal(&e)
+    }
+}
+
+/// A JSON body, refused with 400 naming the field at fault (its path) when it does not parse
+/// or has the wrong shape.
+pub struct Body<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for Body<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body<T>, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    "the body is larger than this server reads (2 MiB)",
+                )
+            })?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        match serde_path_to_error::deserialize::<_, T>(&mut de) {
+            Ok(value) => Ok(Body(value)),
+            Err(e) => {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                let message = inner.to_string();
+                // `missing field `sql`` names the field itself; the path names its parent.
+                let field = message
+                    .strip_prefix("missing field `")
+                    .and_then(|rest| rest.split('`').next())
+                    .map(|name| {
+                        if path == "." {
+                            name.to_string()
+                        } else {
+                            format!("{path}.{name}")
+                        }
+                    })
+                    .unwrap_or(if path == "." {
+                        "body".to_string()
+                    } else {
+                        path
+                    });
+                Err(
+                    ApiError::invalid(format!("the body is not what this route reads: {message}"))
+                        .at(field),
+                )
+            }
+        }
+    }
+}
+
 /// The result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -29,7 +29,7 @@ use crate::definitions::{SourceDef, versions};
 use crate::rules::{self, Mode};
 use crate::source::Source;
 use crate::sql_guard::Window;
-use crate::store::{Store, StoreError, workspace};
+use crate::store::{Store, StoreError, WorkspaceId, workspace};
 use crate::telemetry;
 
 pub use report::{PollReport, PollStatus, RulePoll};
@@ -167,6 +167,29 @@ impl Poller {
     /// Leases the most overdue trigger, if any is due.
     pub async fn lease(&self) -> Result<Option<Lease>, PollError> {
         Ok(lease_due(&self.store, &self.worker, self.clock.now(), self.lease_for).await?)
+    }
+
+    /// Polls one trigger of `workspace` now, due or not (`run now`): leases it, polls, settles.
+    /// `None` when it is not in force or another worker holds its lease.
+    pub async fn poll_now(
+        &self,
+        workspace: &WorkspaceId,
+        trigger: &str,
+    ) -> Result<Option<PollReport>, PollError> {
+        let lease = state::lease_named(
+            &self.store,
+            workspace,
+            trigger,
+            &self.worker,
+            self.clock.now(),
+            self.lease_for,
+        )
+        .await?;
+        let Some(lease) = lease else {
+            return Ok(None);
+        };
+        let polled = telemetry::timed(poll_span(&lease), self.poll_and_settle(&lease, None));
+        Ok(Some(polled.await?))
     }
 
     /// Polls every due trigger once: lease, poll, settle, until none is due.

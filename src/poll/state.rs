@@ -341,6 +341,65 @@ pub async fn lease_due(
     leased.await.map_err(|e| store.error(e))
 }
 
+/// Leases one named trigger of `workspace` now, whether or not it is due (`run now` from the API),
+/// scoped to that workspace: `None` when it is not in force or another worker's lease on it is
+/// live.
+pub async fn lease_named(
+    store: &Store,
+    workspace: &WorkspaceId,
+    trigger: &str,
+    worker: &str,
+    now: Timestamp,
+    lease_for: SignedDuration,
+) -> Result<Option<Lease>, StoreError> {
+    let expires_at = crate::store::later(now, lease_for);
+    let mut tx = store.begin(workspace).await?;
+    let leased = async {
+        let rows = fetch_all!(
+            &mut tx,
+            "UPDATE trigger_state SET lease_owner = $3, lease_expires_at = $5, lease_ms = $6, fencing_token = fencing_token + 1
+             WHERE workspace_id = $1 AND trigger_name = $2 AND removed_at IS NULL
+               AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
+             RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms",
+            [
+                workspace,
+                trigger,
+                worker,
+                DbTime(now),
+                DbTime(expires_at),
+                lease_for.as_millis() as i64
+            ],
+            |r| {
+                let trigger: String = r.try_get("trigger_name")?;
+                let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
+                let origin = stored("origin", r.try_get::<DbTime, _>("origin"));
+                let problem = [&watermark, &origin]
+                    .into_iter()
+                    .find_map(|t| t.as_ref().err())
+                    .map(|what| repair_advice(&trigger, what));
+                Ok(Lease {
+                    workspace: r.try_get("workspace_id")?,
+                    worker: worker.to_string(),
+                    token: r.try_get("fencing_token")?,
+                    watermark: watermark.unwrap_or(now),
+                    origin: origin.unwrap_or(now),
+                    lookback: stored_interval(r.try_get("lookback_ms")?, limits::MAX_LOOKBACK),
+                    poll_interval: stored_interval(
+                        r.try_get("poll_interval_ms")?,
+                        limits::MAX_POLL_INTERVAL,
+                    ),
+                    expires_at,
+                    trigger,
+                    problem,
+                })
+            }
+        )?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(rows.into_iter().next())
+    };
+    leased.await.map_err(|e| store.error(e))
+}
+
 /// Renews a lease inside `tx` until `until`, matched by its fencing token and holder. False,
 /// changing nothing, when the lease was taken over or given back: the poll must stop.
 pub(crate) async fn renew_in(

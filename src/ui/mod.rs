@@ -13,6 +13,11 @@ use crate::http::AppState;
 use crate::http::error::ApiResult;
 use crate::http::guard::Caller;
 
+mod chart;
+mod rules;
+mod start;
+mod triggers;
+
 /// The stylesheet every page uses.
 const STYLE: &str = include_str!("../../assets/rowfire.css");
 /// The script every page loads (live updates, checks as you type).
@@ -22,6 +27,11 @@ const SCRIPT: &str = include_str!("../../assets/rowfire.js");
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(home))
+        .route("/start", get(start::start))
+        .route("/triggers", get(triggers::list))
+        .route("/triggers/{name}", get(triggers::show))
+        .route("/rules", get(rules::list))
+        .route("/rules/{name}", get(rules::show))
         .route(
             "/assets/rowfire.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }),
@@ -70,6 +80,16 @@ pub fn page(title: &str, content: Markup) -> Markup {
                 }
                 main { (content) }
             }
+        }
+    }
+}
+
+/// What a page about definitions shows before anything was pushed.
+pub fn empty_state() -> Markup {
+    html! {
+        section.empty id="empty-state" {
+            h1 { "Nothing here yet" }
+            p { "No definitions are in force in this workspace. Push a file with " code { "rowfire push -f definitions.yaml" } ", or run " code { "rowfire demo" } " to start from the sample." }
         }
     }
 }

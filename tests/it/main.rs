@@ -14,6 +14,7 @@ mod guard_cli;
 mod guard_fuzz;
 mod guard_fuzz_mysql;
 mod guard_pg;
+mod http_author;
 mod http_guard;
 mod http_metrics;
 mod http_openapi;

@@ -14,6 +14,11 @@ use super::AppState;
 use super::error::{ApiResult, ErrorBody};
 use super::guard::Caller;
 
+pub mod author;
+pub mod definitions;
+pub mod rules;
+pub mod triggers;
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -29,6 +34,18 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(health))
         .routes(routes!(status))
+        .routes(routes!(definitions::get_in_force, definitions::push))
+        .routes(routes!(definitions::validate))
+        .routes(routes!(triggers::list))
+        .routes(routes!(triggers::check))
+        .routes(routes!(triggers::run_now))
+        .routes(routes!(triggers::rewind))
+        .routes(routes!(rules::list, rules::create))
+        .routes(routes!(rules::promote))
+        .routes(routes!(rules::demote))
+        .routes(routes!(rules::backtest))
+        .routes(routes!(rules::backtest_draft))
+        .routes(routes!(rules::why))
 }
 
 /// The API mounted at `/api`, with the document generated from its routes at

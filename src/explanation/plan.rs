@@ -1,0 +1,96 @@
+//! `rowfire explain TRIGGER`: the SQL a trigger runs, with the window's literals inlined, as the
+//! command line prints it and the trigger page shows it.
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::definitions::{SourceDef, Trigger};
+use crate::row::Value;
+use crate::sql_guard::{self, Dialect, GuardError, Keyset, Placeholders, Shape, Slice, Window};
+
+/// Why the SQL that will run could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The guard refused the trigger's SQL.
+    #[error("trigger {trigger}: {error}")]
+    Guard {
+        /// The trigger.
+        trigger: String,
+        /// Why.
+        error: GuardError,
+    },
+    /// The window reaches before the earliest representable time.
+    #[error("--days {0} reaches before the earliest representable time")]
+    TooFarBack(u32),
+}
+
+/// The statements a poll of `trigger` over the last `days` days before `now` runs on its source
+/// (`def`, in `dialect`): the first page's boundary probe and the page itself, with comments.
+pub fn planned_sql(
+    trigger: &Trigger,
+    def: &SourceDef,
+    dialect: Dialect,
+    now: Timestamp,
+    days: u32,
+) -> Result<String, PlanError> {
+    let name = &trigger.name;
+    let query = sql_guard::check_allowing(&trigger.sql, dialect, &def.allow_functions).map_err(
+        |error| PlanError::Guard {
+            trigger: name.clone(),
+            error,
+        },
+    )?;
+    let since = now
+        .checked_sub(SignedDuration::from_hours(24 * i64::from(days)))
+        .map_err(|_| PlanError::TooFarBack(days))?;
+    let window = Window { since, until: now };
+    let shape = Shape {
+        clock: &trigger.event_time,
+        key: &trigger.key,
+    };
+    let inline = |slice| {
+        query
+            .page_sql(shape, window, slice, Placeholders::Inline)
+            .sql
+    };
+    let probe = inline(Slice::Boundary {
+        after: None,
+        offset: def.page_size.max(1) - 1,
+    });
+    let symbolic = Keyset {
+        clock: Value::Text(format!("<boundary {}>", trigger.event_time)),
+        clock_type: None,
+        key: trigger
+            .key
+            .iter()
+            .map(|k| (Value::Text(format!("<boundary {k}>")), None))
+            .collect(),
+    };
+    let page = inline(Slice::Between {
+        after: None,
+        upto: Some(&symbolic),
+    });
+    let mut out = format!("-- trigger {name} on source {} ({dialect})\n", def.name);
+    if query.names_window() {
+        out.push_str(&format!(
+            "-- window {since} → {now}, bound to the query's own :since and :until\n"
+        ));
+    } else {
+        out.push_str(&format!(
+            "-- window {since} ≤ {} < {now}\n",
+            trigger.event_time
+        ));
+    }
+    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    out.push_str("-- rows with a NULL key are counted, not paged\n");
+    out.push_str(&format!(
+        "\n-- 1. where the first page ends: the row {} rows in, in {order} order\n{probe};\n",
+        def.page_size
+    ));
+    out.push_str(&format!(
+        "\n-- 2. the page: every row up to and including that one, so rows equal on {order} are never split\n{page};\n"
+    ));
+    out.push_str(&format!(
+        "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row\n"
+    ));
+    Ok(out)
+}
