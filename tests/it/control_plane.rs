@@ -24,7 +24,7 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 11,
+                want: 12,
                 ..
             }
         ),

@@ -51,7 +51,8 @@ fn routes() -> OpenApiRouter<AppState> {
 /// The API mounted at `/api`, with the document generated from its routes at
 /// `/api/openapi.json`.
 pub fn router() -> Router<AppState> {
-    let (router, doc) = nested().split_for_parts();
+    let (router, mut doc) = nested().split_for_parts();
+    name_operations(&mut doc);
     router.route(
         "/api/openapi.json",
         axum::routing::get(move || async move { Json(doc) }),
@@ -60,7 +61,33 @@ pub fn router() -> Router<AppState> {
 
 /// The OpenAPI document, as `/api/openapi.json` serves it.
 pub fn openapi() -> OpenApiDoc {
-    nested().split_for_parts().1
+    let mut doc = nested().split_for_parts().1;
+    name_operations(&mut doc);
+    doc
+}
+
+/// Names every operation by its tag and handler (`triggers_list`, `rules_list`): handlers in
+/// different files share names, and a client generator needs each id once.
+fn name_operations(doc: &mut OpenApiDoc) {
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let tag = op.tags.as_ref().and_then(|t| t.first()).cloned();
+            if let (Some(tag), Some(id)) = (tag, op.operation_id.as_mut())
+                && !id.starts_with(&format!("{tag}_"))
+            {
+                *id = format!("{tag}_{id}");
+            }
+        }
+    }
 }
 
 fn nested() -> OpenApiRouter<AppState> {
