@@ -13,6 +13,11 @@ use crate::http::AppState;
 use crate::http::error::ApiResult;
 use crate::http::guard::Caller;
 
+pub mod activity;
+pub mod inbox;
+pub mod integrations;
+pub mod login;
+
 /// The stylesheet every page uses.
 const STYLE: &str = include_str!("../../assets/rowfire.css");
 /// The script every page loads (live updates, checks as you type).
@@ -22,6 +27,12 @@ const SCRIPT: &str = include_str!("../../assets/rowfire.js");
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(home))
+        .route("/integrations", get(integrations::page))
+        .route("/activity", get(activity::page))
+        .route("/activity/stream", get(activity::stream))
+        .route("/inbox", get(inbox::page))
+        .route("/login", get(login::page).post(login::submit))
+        .route("/logout", axum::routing::post(login::logout))
         .route(
             "/assets/rowfire.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }),
