@@ -15,6 +15,7 @@ mod guard_fuzz;
 mod guard_fuzz_mysql;
 mod guard_pg;
 mod http_guard;
+mod http_operator;
 mod init;
 mod isolation;
 mod leases;
