@@ -377,13 +377,6 @@ async fn an_invalid_body_or_query_is_refused_with_400_naming_the_field() {
             ),
             "row",
         ),
-        (
-            s.post(
-                "/api/integrations/inbox/actions/ticket/test",
-                json!({"row": {}}),
-            ),
-            "params",
-        ),
         (s.get("/api/deliveries?limit=0"), "limit"),
         (s.get("/api/deliveries?limit=100000"), "limit"),
         (s.get("/api/deliveries?status=bogus"), "status"),
@@ -511,13 +504,49 @@ async fn the_pages_draw_the_feeds_the_inbox_and_the_integrations_with_stable_ids
         "id=\"inbox-feed\"",
         "data-delivery-id=",
         "class=\"chat-card\"",
-        "class=\"ticket-card\"",
-        "would have been sent",
-        "data-mode=\"shadow\"",
         "data-mode=\"live\"",
     ] {
         assert!(page.contains(id), "/inbox lacks {id}");
     }
+    // A ticket is drawn as a ticket card.
+    let (_, inbox) = json(s.get("/api/inbox?limit=500")).await;
+    assert!(
+        inbox
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["kind"] == "ticket")
+    );
+    let ticket = rowfire::ui::inbox::card(
+        &serde_json::from_value(
+            inbox
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["kind"] == "ticket")
+                .unwrap()
+                .clone(),
+        )
+        .unwrap(),
+    )
+    .into_string();
+    assert!(
+        ticket.contains("class=\"ticket-card\"") && ticket.contains("ticket-subject"),
+        "{ticket}"
+    );
+    // A shadow message is labelled as what would have been sent.
+    let shadow = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mode"] == "shadow")
+        .unwrap();
+    let shadow =
+        rowfire::ui::inbox::card(&serde_json::from_value(shadow.clone()).unwrap()).into_string();
+    assert!(
+        shadow.contains("would have been sent") && shadow.contains("data-mode=\"shadow\""),
+        "{shadow}"
+    );
     let (status, page) = text(s.get("/integrations")).await;
     assert_eq!(status, 200);
     for id in [

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Query, State};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -24,7 +24,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// One message in the Demo inbox.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct InboxMessage {
     /// The delivery it is.
     pub delivery_id: i64,
