@@ -16,6 +16,7 @@ mod guard_fuzz_mysql;
 mod guard_pg;
 mod http_guard;
 mod http_operator;
+mod http_pages;
 mod init;
 mod isolation;
 mod leases;
