@@ -213,3 +213,37 @@ async fn a_token_login_sets_the_session_cookie_and_logout_clears_it() {
         "{cleared}"
     );
 }
+
+#[test]
+fn the_openapi_document_names_every_operator_route_with_its_method() {
+    let doc = serde_json::to_value(rowfire::http::api::openapi()).unwrap();
+    let paths = &doc["paths"];
+    for (path, method) in [
+        ("/api/status", "get"),
+        ("/api/halt", "post"),
+        ("/api/resume", "post"),
+        ("/api/sources", "get"),
+        ("/api/sources", "post"),
+        ("/api/sources/{name}/test", "post"),
+        ("/api/integrations/catalog", "get"),
+        ("/api/integrations", "get"),
+        ("/api/integrations", "post"),
+        ("/api/integrations/{name}/credentials/{credential}", "put"),
+        ("/api/integrations/{name}/actions/{action}/test", "post"),
+        ("/api/deliveries", "get"),
+        ("/api/deliveries/{id}", "get"),
+        ("/api/deliveries/{id}/retry", "post"),
+        ("/api/runs", "get"),
+        ("/api/fires", "get"),
+        ("/api/inbox", "get"),
+    ] {
+        assert!(
+            paths[path][method].is_object(),
+            "{method} {path} is not in the document"
+        );
+    }
+    assert!(
+        paths["/api/integrations/{name}/credentials/{credential}"]["get"].is_null(),
+        "no route reads a credential back"
+    );
+}
