@@ -49,14 +49,27 @@ pub async fn page(State(state): State<AppState>, caller: Caller) -> ApiResult<Ma
     .await?;
     let found = workspace::get(store, ws).await?;
     let halted = found.halted.map(|(reason, at)| (reason, at.to_string()));
+    // The stream starts before the oldest item shown that may still change, so it is redrawn.
+    let run_cursor = runs
+        .iter()
+        .filter(|r| r.status == "running")
+        .map(|r| r.id - 1)
+        .min()
+        .unwrap_or(runs.first().map_or(0, |r| r.id));
+    let delivery_cursor = deliveries
+        .iter()
+        .filter(|d| !d.status.is_terminal())
+        .map(|d| d.id - 1)
+        .min()
+        .unwrap_or(deliveries.first().map_or(0, |d| d.id));
     let content = html! {
         h1 { "Activity" }
         p.lede { "Polls, fires and deliveries as they happen. This page updates by itself." }
         (kill_switch(halted.as_ref()))
         div #activity-feed .feeds data-stream="/activity/stream" data-topics="run,fire,delivery,status"
-            data-after-run=(runs.first().map_or(0, |r| r.id))
+            data-after-run=(run_cursor)
             data-after-fire=(fires.first().map_or(0, |f| f.id))
-            data-after-delivery=(deliveries.first().map_or(0, |d| d.id)) {
+            data-after-delivery=(delivery_cursor) {
             section .feed aria-labelledby="runs-title" {
                 h2 #runs-title { "Polls" }
                 p .empty #runs-empty hidden[!runs.is_empty()] {
