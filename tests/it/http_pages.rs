@@ -14,12 +14,12 @@ use crate::served::{Served, Setup, json};
 use crate::support::now;
 
 #[tokio::test]
-async fn the_activity_stream_sends_the_run_a_poll_just_made() {
+async fn the_activity_stream_sends_the_run_a_poll_just_made_and_its_inbox_messages() {
     let dir = tempfile::tempdir().unwrap();
     let made = demo::run(dir.path(), now()).await.unwrap();
     let s = Served::on(made.store.clone(), Setup::default()).await;
     let response = s
-        .get("/activity/stream?topics=run,fire")
+        .get("/activity/stream?topics=run,fire,inbox")
         .send()
         .await
         .unwrap();
@@ -41,7 +41,8 @@ async fn the_activity_stream_sends_the_run_a_poll_just_made() {
             let run = seen.split("\n\n").find(|e| {
                 e.contains("event: run") && e.contains(&format!("\"trigger\":\"{trigger}\""))
             });
-            if let Some(run) = run {
+            let inbox = seen.split("\n\n").any(|e| e.contains("event: inbox"));
+            if let Some(run) = run.filter(|_| inbox) {
                 return run.to_string();
             }
         }
