@@ -257,6 +257,35 @@ pub async fn fires(
     )
 }
 
+/// A workspace's fires of every rule, newest first, or oldest first after `after`.
+pub async fn recent(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    after: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Fire>, sqlx::Error> {
+    let order = if after.is_some() { "ASC" } else { "DESC" };
+    fetch_all!(
+        tx,
+        &format!(
+            "SELECT id, rule_name, mode, dedup_key, dedup_bucket, clock, row_json, run_id, fired_at FROM fire \
+         WHERE workspace_id = $1 AND id > $2 ORDER BY id {order} LIMIT $3"
+        ),
+        [workspace, after.unwrap_or(0), limit],
+        |r| Ok(Fire {
+            id: r.try_get("id")?,
+            rule: r.try_get("rule_name")?,
+            mode: r.try_get("mode")?,
+            key: r.try_get("dedup_key")?,
+            bucket: r.try_get("dedup_bucket")?,
+            clock: r.try_get::<DbTime, _>("clock")?.0,
+            row_json: r.try_get("row_json")?,
+            run_id: r.try_get("run_id")?,
+            fired_at: r.try_get::<DbTime, _>("fired_at")?.0,
+        })
+    )
+}
+
 /// The dedup keys of `fires` that exist in the workspace, by fire id, in one statement.
 pub async fn keys_of(
     tx: &mut StoreTx,

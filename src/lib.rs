@@ -39,6 +39,8 @@ pub mod integrations;
 pub mod ledger;
 /// Metrics in the Prometheus text format, for `/metrics`.
 pub mod metrics;
+/// What an operator does to sources and integrations, for the command line and the API alike.
+pub mod operator;
 /// The outbox: deliveries rendered and written with their fire; the Demo inbox.
 pub mod outbox;
 /// The poller: lease a trigger, read its window, claim fires; trigger state (watermarks, leases).

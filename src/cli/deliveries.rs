@@ -42,6 +42,7 @@ pub(crate) async fn run(
             status,
             id: None,
             limit: Some(limit),
+            after: None,
         },
     };
     let mut tx = store.begin(ws).await?;

@@ -8,17 +8,17 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use rowfire::config::Config;
+use rowfire::definitions::Definitions;
 use rowfire::definitions::catalog;
-use rowfire::definitions::{Binding, Definitions, versions};
 use rowfire::integrations;
-use rowfire::secret;
+use rowfire::operator;
+use rowfire::operator::integrations::NewIntegration;
 use rowfire::send::client::Client;
 use rowfire::send::outcome::{AttemptResult, Verdict};
-use rowfire::send::request::try_action;
 use rowfire::store::{Store, WorkspaceId};
 
 use super::commands::IntegrationsCommand;
-use super::{NOTHING_PUSHED, now, open_workspace};
+use super::{now, open_workspace};
 
 /// `rowfire integrations …`.
 pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -> Result<ExitCode> {
@@ -56,50 +56,33 @@ pub(crate) async fn run(config: &Config, command: Option<IntegrationsCommand>) -
 
 /// The definitions in force, or an error saying nothing was pushed.
 pub(crate) async fn in_force(store: &Store, ws: &WorkspaceId) -> Result<(i64, Definitions)> {
-    versions::in_force(store, ws)
-        .await?
-        .ok_or_else(|| anyhow!("{NOTHING_PUSHED}"))
-}
-
-fn action_names(spec: &catalog::Integration) -> String {
-    spec.actions.keys().cloned().collect::<Vec<_>>().join(", ")
+    Ok(operator::in_force(store, ws).await?)
 }
 
 /// `rowfire integrations list`: each integration in force, its auth, credentials and state.
 pub(crate) async fn list(store: &Store, ws: &WorkspaceId) -> Result<ExitCode> {
-    let (_, defs) = in_force(store, ws).await?;
-    let states = integrations::states(store, ws).await?;
-    if defs.integrations.is_empty() {
+    let shown = operator::integrations::list(store, ws, now()).await?;
+    if shown.is_empty() {
         println!("no integrations; add one with `rowfire integrations add NAME --catalog slack`");
     }
-    for i in &defs.integrations {
-        let stored = secret::names(store, ws, &secret::integration_owner(&i.name)).await?;
+    for i in &shown {
         let creds: Vec<String> = i
-            .spec
-            .credentials()
-            .into_iter()
-            .map(|c| {
-                let mark = if stored.iter().any(|s| s == c) {
-                    "set"
-                } else {
-                    "MISSING"
-                };
-                format!("{c} {mark}")
-            })
+            .credentials
+            .iter()
+            .map(|c| format!("{} {}", c.name, if c.set { "set" } else { "MISSING" }))
             .collect();
-        let state = match states.iter().find(|s| s.name == i.name) {
-            Some(s) if s.disabled_at.is_some() => format!(
+        let state = match (i.state.as_str(), &i.state_note) {
+            ("disabled", note) => format!(
                 "DISABLED ({}); `rowfire integrations enable {}`",
-                s.disabled_reason.as_deref().unwrap_or("no reason"),
+                note.as_deref().unwrap_or("no reason"),
                 i.name
             ),
-            Some(s) if s.paused_until.is_some_and(|p| p > now()) => {
-                format!("paused until {}", s.paused_until.unwrap())
-            }
+            ("paused", Some(note)) => note.clone(),
             _ => "enabled".into(),
         };
-        println!("{}  ({})  {}", i.name, i.spec.name, i.spec.base_url);
-        println!("  actions      {}", action_names(&i.spec));
+        let actions: Vec<&str> = i.actions.iter().map(|a| a.name.as_str()).collect();
+        println!("{}  ({})  {}", i.name, i.entry, i.base_url);
+        println!("  actions      {}", actions.join(", "));
         println!(
             "  credentials  {}",
             if creds.is_empty() {
@@ -137,39 +120,20 @@ pub(crate) async fn add(
     base_url: Option<&str>,
     from_file: Option<&std::path::Path>,
 ) -> Result<ExitCode> {
-    let current = versions::get(store, ws, None).await?.ok_or_else(|| {
-        anyhow!("nothing has been pushed yet; push a definitions file with `rowfire push -f FILE`")
-    })?;
-    let entry = match (from_catalog, from_file) {
-        (Some(entry), None) => {
-            let mut pairs = vec![("catalog", entry)];
-            pairs.extend(base_url.map(|u| ("base_url", u)));
-            rowfire::definitions::edit::settings(&pairs)
-        }
+    let text;
+    let from = match (from_catalog, from_file) {
+        (Some(entry), None) => NewIntegration::Catalog(entry),
         (None, Some(file)) => {
-            let text = rowfire::definitions::read_file(file).map_err(|e| anyhow!(e.to_string()))?;
-            match base_url {
-                Some(u) => format!(
-                    "{text}\n{}",
-                    rowfire::definitions::edit::settings(&[("base_url", u)])
-                ),
-                None => text,
-            }
+            text = rowfire::definitions::read_file(file).map_err(|e| anyhow!(e.to_string()))?;
+            NewIntegration::Custom(&text)
         }
         _ => bail!(
             "give either --catalog ENTRY or --from FILE (a custom integration: base_url, auth, actions)"
         ),
     };
-    let text = rowfire::definitions::edit::add_to_document(&current.document, name, &entry)
-        .map_err(|e| anyhow!(e))?;
-    let summary = rowfire::push::push(store, ws, &text, now()).await?;
-    super::definitions::print_push(&summary);
-    let defs = rowfire::definitions::parse(&text).map_err(|e| anyhow!(e.to_string()))?;
-    let needs = defs
-        .integration(name)
-        .map(|i| i.spec.credentials())
-        .unwrap_or_default();
-    for c in needs {
+    let added = operator::integrations::add(store, ws, name, from, base_url, now()).await?;
+    super::definitions::print_push(&added.push);
+    for c in added.needs {
         println!("set its {c}: rowfire integrations set-credential {name} {c} --from-env VAR");
     }
     println!("`rowfire pull` prints the document with it; keep your file in step.");
@@ -210,36 +174,13 @@ pub(crate) async fn set_credential(
     credential: &str,
     from_env: Option<&str>,
 ) -> Result<ExitCode> {
+    // The name and credential are checked before a value is read or the key is needed.
     let (_, defs) = in_force(store, ws).await?;
-    let Some(i) = defs.integration(name) else {
-        bail!("there is no integration {name}; `rowfire integrations list` shows them");
-    };
-    let known = i.spec.credentials();
-    if credential != "signing_secret_previous" && !known.contains(&credential) {
-        bail!(
-            "{name} does not use a credential named {credential}; it uses: {}",
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        );
-    }
+    operator::integrations::check_credential(&defs, name, credential)?;
     let key = config.master_key.clone()?;
     let value = secret_value(from_env)?;
-    if credential.starts_with("signing_secret") {
-        rowfire::send::webhook::parse_secret(&value)?;
-    }
-    secret::put(
-        store,
-        &key,
-        ws,
-        &secret::integration_owner(name),
-        credential,
-        &value,
-        now(),
-    )
-    .await?;
+    operator::integrations::set_credential(store, &key, ws, name, credential, &value, now())
+        .await?;
     println!(
         "stored {name}'s {credential} (encrypted under master key {})",
         key.id()
@@ -293,16 +234,6 @@ pub(crate) async fn test(
     params: &[String],
     recipient: Option<String>,
 ) -> Result<ExitCode> {
-    let (_, defs) = in_force(store, ws).await?;
-    let Some(i) = defs.integration(name) else {
-        bail!("there is no integration {name}; `rowfire integrations list` shows them");
-    };
-    if !i.spec.actions.contains_key(action) {
-        bail!(
-            "{name} has no action {action}; it has: {}",
-            action_names(&i.spec)
-        );
-    }
     let row: serde_json::Value =
         serde_json::from_str(row).context("--row must be a JSON object, such as '{\"id\": 1}'")?;
     let mut given = BTreeMap::new();
@@ -312,25 +243,26 @@ pub(crate) async fn test(
             .ok_or_else(|| anyhow!("--param takes NAME=TEMPLATE, not {p}"))?;
         given.insert(k.to_string(), serde_json::Value::String(v.to_string()));
     }
-    let binding = Binding {
-        integration: name.into(),
-        action: action.into(),
-        params: given,
-        recipient,
-    };
     let key = config.master_key.clone().ok();
     let client = Client::new(config.egress.clone().map_err(|e| anyhow!(e))?);
-    let tried = try_action(
+    let tried = operator::integrations::test(
         store,
-        ws,
-        &defs,
-        &binding,
-        &row,
         key.as_ref(),
+        ws,
+        name,
+        action,
+        &row,
+        given,
+        recipient,
         &client,
         now(),
     )
     .await?;
+    let timeout_ms = in_force(store, ws)
+        .await?
+        .1
+        .integration(name)
+        .map_or(0, |i| i.spec.timeout_ms);
     println!("{} {}", tried.request.method, tried.request.url);
     println!("{}", serde_json::to_string_pretty(&tried.request.body)?);
     let Some((result, took, verdict)) = tried.sent else {
@@ -347,7 +279,7 @@ pub(crate) async fn test(
             eprintln!("as a delivery this would be: {verdict:?}");
             Ok(ExitCode::FAILURE)
         }
-        AttemptResult::Timeout => bail!("timed out after {} ms", i.spec.timeout_ms),
+        AttemptResult::Timeout => bail!("timed out after {timeout_ms} ms"),
         AttemptResult::Network(e) => bail!("network error: {e}"),
         AttemptResult::Refused(e) => bail!("refused by the egress check: {e}"),
         AttemptResult::Invalid(e) => bail!("the request cannot be sent as rendered: {e}"),

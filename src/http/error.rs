@@ -303,5 +303,60 @@ where
     }
 }
 
+impl From<crate::operator::OperatorError> for ApiError {
+    fn from(e: crate::operator::OperatorError) -> ApiError {
+        use crate::operator::OperatorError as O;
+        use crate::push::PushError;
+        use crate::secret::{SecretError, StoredSecretError};
+        match e {
+            O::NothingPushed => ApiError::conflict(e.to_string()),
+            O::UnknownIntegration(_) | O::UnknownSource(_) | O::UnknownAction { .. } => {
+                ApiError::not_found(e.to_string())
+            }
+            O::UnknownCredential { .. } => ApiError::not_found(e.to_string()).at("credential"),
+            O::Invalid { field, message } => ApiError::invalid(message).at(field),
+            O::Push(PushError::Definitions(problems)) => {
+                ApiError::invalid(problems.to_string()).at("definitions")
+            }
+            O::Push(PushError::Store(e)) | O::Store(e) => e.into(),
+            O::InForce(crate::definitions::versions::InForceError::Store(e)) => e.into(),
+            O::InForce(e) => ApiError::conflict(e.to_string()),
+            O::Secret(StoredSecretError::Store(e)) => e.into(),
+            O::Secret(StoredSecretError::NotAFileUrl) => ApiError::new(
+                StatusCode::CONFLICT,
+                "master_key_missing",
+                StoredSecretError::NotAFileUrl.to_string(),
+            )
+            .at("dsn"),
+            O::Secret(StoredSecretError::Secret(SecretError::MissingMasterKey))
+            | O::Try(crate::send::request::TryError::Secret(StoredSecretError::Secret(
+                SecretError::MissingMasterKey,
+            ))) => ApiError::new(
+                StatusCode::CONFLICT,
+                "master_key_missing",
+                "this server has no master key (ROWFIRE_MASTER_KEY), so it cannot seal or open secrets; see `rowfire keygen`",
+            ),
+            O::Secret(e) => ApiError::internal(&e),
+            O::Try(crate::send::request::TryError::Render(e)) => {
+                ApiError::invalid(e.to_string()).at("params")
+            }
+            O::Try(crate::send::request::TryError::Build(m)) => ApiError::invalid(m),
+            O::Try(crate::send::request::TryError::Secret(StoredSecretError::Store(e))) => e.into(),
+            O::Try(e) => ApiError::internal(&e),
+        }
+    }
+}
+
+impl From<crate::outbox::RetryError> for ApiError {
+    fn from(e: crate::outbox::RetryError) -> ApiError {
+        use crate::outbox::RetryError as R;
+        match e {
+            R::Unknown(_) => ApiError::not_found(e.to_string()).at("id"),
+            R::NotRetryable { .. } | R::NeverRendered(_) => ApiError::conflict(e.to_string()),
+            R::Store(e) => e.into(),
+        }
+    }
+}
+
 /// The result of a handler.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -322,42 +322,92 @@ pub struct Filter {
     pub id: Option<i64>,
     /// At most this many (newest first); `None` for all.
     pub limit: Option<i64>,
+    /// Only those with a greater id, oldest first (a live feed's cursor).
+    pub after: Option<i64>,
 }
 
-/// Deliveries of a workspace, newest first.
+/// Deliveries of a workspace, newest first (oldest first after [`Filter::after`]).
 pub async fn list(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,
     filter: &Filter,
 ) -> Result<Vec<Delivery>, sqlx::Error> {
+    let order = if filter.after.is_some() {
+        "ASC"
+    } else {
+        "DESC"
+    };
     fetch_all!(
         tx,
-        "SELECT id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body, method, url, headers, attempts, due_at, sent_at FROM delivery
-         WHERE workspace_id = $1 AND ($2 = '' OR rule_name = $2) AND ($3 = '' OR status = $3) AND ($4 = 0 OR id = $4)
-         ORDER BY id DESC LIMIT $5",
+        &format!("SELECT {DELIVERY_COLUMNS} FROM delivery
+         WHERE workspace_id = $1 AND ($2 = '' OR rule_name = $2) AND ($3 = '' OR status = $3) AND ($4 = 0 OR id = $4) AND id > $6
+         ORDER BY id {order} LIMIT $5"),
         [
             workspace,
             filter.rule.as_deref().unwrap_or(""),
             filter.status.map_or("", DeliveryStatus::as_str),
             filter.id.unwrap_or(0),
-            filter.limit.unwrap_or(i64::MAX)
+            filter.limit.unwrap_or(i64::MAX),
+            filter.after.unwrap_or(0)
         ],
-        |r| Ok(Delivery {
-            id: r.try_get("id")?,
-            fire_id: r.try_get("fire_id")?,
-            rule: r.try_get("rule_name")?,
-            mode: r.try_get("mode")?,
-            action: format!("{}.{}", r.try_get::<String, _>("integration")?, r.try_get::<String, _>("action")?),
-            recipient: r.try_get("recipient")?,
-            status: r.try_get("status")?,
-            reason: r.try_get("reason")?,
-            body: r.try_get("body")?,
-            request: r.try_get::<Option<String>, _>("method")?.zip(r.try_get::<Option<String>, _>("url")?),
-            headers: r.try_get("headers")?,
-            attempts: r.try_get("attempts")?,
-            due_at: r.try_get::<DbTime, _>("due_at")?.0,
-            sent_at: r.try_get::<Option<DbTime>, _>("sent_at")?.map(|t| t.0),
-        })
+        |r| delivery_of(r)
+    )
+}
+
+/// The columns [`delivery_of`] reads.
+const DELIVERY_COLUMNS: &str = "id, fire_id, rule_name, mode, integration, action, recipient, status, reason, body, method, url, headers, attempts, due_at, sent_at";
+
+/// A [`Delivery`] from a row holding [`DELIVERY_COLUMNS`].
+fn delivery_of(r: &crate::store::StoreRow) -> Result<Delivery, sqlx::Error> {
+    Ok(Delivery {
+        id: r.try_get("id")?,
+        fire_id: r.try_get("fire_id")?,
+        rule: r.try_get("rule_name")?,
+        mode: r.try_get("mode")?,
+        action: format!(
+            "{}.{}",
+            r.try_get::<String, _>("integration")?,
+            r.try_get::<String, _>("action")?
+        ),
+        recipient: r.try_get("recipient")?,
+        status: r.try_get("status")?,
+        reason: r.try_get("reason")?,
+        body: r.try_get("body")?,
+        request: r
+            .try_get::<Option<String>, _>("method")?
+            .zip(r.try_get::<Option<String>, _>("url")?),
+        headers: r.try_get("headers")?,
+        attempts: r.try_get("attempts")?,
+        due_at: r.try_get::<DbTime, _>("due_at")?.0,
+        sent_at: r.try_get::<Option<DbTime>, _>("sent_at")?.map(|t| t.0),
+    })
+}
+
+/// The Demo inbox as its reader sees it: deliveries to `inbox://demo` that arrived (live, sent)
+/// or would have (shadow, suppressed), newest first, or oldest first after `after`.
+pub async fn inbox_feed(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    after: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Delivery>, sqlx::Error> {
+    let order = if after.is_some() { "ASC" } else { "DESC" };
+    fetch_all!(
+        tx,
+        &format!(
+            "SELECT {DELIVERY_COLUMNS} FROM delivery
+         WHERE workspace_id = $1 AND id > $2 AND (url = $4 OR url LIKE $5)
+           AND (status = 'sent' OR (mode = 'shadow' AND status = 'suppressed'))
+         ORDER BY id {order} LIMIT $3"
+        ),
+        [
+            workspace,
+            after.unwrap_or(0),
+            limit,
+            INBOX_URL,
+            format!("{INBOX_URL}/%")
+        ],
+        |r| delivery_of(r)
     )
 }
 

@@ -80,3 +80,69 @@ pub async fn finish(
     .map_err(|e| store.error(e))?;
     tx.commit().await.map_err(|e| store.error(e))
 }
+
+/// One recorded poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Its id.
+    pub id: i64,
+    /// The trigger polled.
+    pub trigger: String,
+    /// `running`, `ok`, `failed`, `skipped` or `stale`.
+    pub status: String,
+    /// Rows read.
+    pub matched: i64,
+    /// Rows that made at least one new fire.
+    pub fired: i64,
+    /// Rows that fired for no rule.
+    pub already: i64,
+    /// Rows with a NULL clock.
+    pub null_clocks: i64,
+    /// Rows with a NULL key.
+    pub null_keys: i64,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// The window read: from.
+    pub window_since: Timestamp,
+    /// The window read: until.
+    pub window_until: Timestamp,
+    /// When it started.
+    pub started_at: Timestamp,
+    /// When it ended.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// A workspace's polls, newest first, or oldest first after `after`.
+pub async fn recent(
+    store: &Store,
+    workspace: &WorkspaceId,
+    after: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Run>, StoreError> {
+    let order = if after.is_some() { "ASC" } else { "DESC" };
+    let mut tx = store.begin(workspace).await?;
+    let runs = fetch_all!(
+        &mut tx,
+        &format!("SELECT id, trigger_name, status, matched, fired, already, null_clocks, null_keys, error, window_since, window_until, started_at, finished_at
+         FROM run WHERE workspace_id = $1 AND id > $2 ORDER BY id {order} LIMIT $3"),
+        [workspace, after.unwrap_or(0), limit],
+        |r| Ok(Run {
+            id: r.try_get("id")?,
+            trigger: r.try_get("trigger_name")?,
+            status: r.try_get("status")?,
+            matched: r.try_get("matched")?,
+            fired: r.try_get("fired")?,
+            already: r.try_get("already")?,
+            null_clocks: r.try_get("null_clocks")?,
+            null_keys: r.try_get("null_keys")?,
+            error: r.try_get("error")?,
+            window_since: r.try_get::<DbTime, _>("window_since")?.0,
+            window_until: r.try_get::<DbTime, _>("window_until")?.0,
+            started_at: r.try_get::<DbTime, _>("started_at")?.0,
+            finished_at: r.try_get::<Option<DbTime>, _>("finished_at")?.map(|t| t.0),
+        })
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(runs)
+}

@@ -13,7 +13,11 @@ use crate::http::AppState;
 use crate::http::error::ApiResult;
 use crate::http::guard::Caller;
 
+pub mod activity;
 mod chart;
+pub mod inbox;
+pub mod integrations;
+pub mod login;
 mod rules;
 mod start;
 mod triggers;
@@ -32,6 +36,12 @@ pub fn routes() -> Router<AppState> {
         .route("/triggers/{name}", get(triggers::show))
         .route("/rules", get(rules::list))
         .route("/rules/{name}", get(rules::show))
+        .route("/integrations", get(integrations::page))
+        .route("/activity", get(activity::page))
+        .route("/activity/stream", get(activity::stream))
+        .route("/inbox", get(inbox::page))
+        .route("/login", get(login::page).post(login::submit))
+        .route("/logout", axum::routing::post(login::logout))
         .route(
             "/assets/rowfire.css",
             get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }),

@@ -18,6 +18,8 @@ mod http_author;
 mod http_guard;
 mod http_metrics;
 mod http_openapi;
+mod http_operator;
+mod http_pages;
 mod init;
 mod isolation;
 mod leases;

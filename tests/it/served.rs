@@ -29,6 +29,8 @@ pub struct Setup {
     pub beyond_loopback: bool,
     /// The workspace a request without a token acts in.
     pub workspace: WorkspaceId,
+    /// The master key the server seals and opens secrets with (else the environment's).
+    pub master_key: Option<rowfire::secret::MasterKey>,
 }
 
 impl Default for Setup {
@@ -36,6 +38,7 @@ impl Default for Setup {
         Setup {
             beyond_loopback: false,
             workspace: WorkspaceId::DEFAULT,
+            master_key: None,
         }
     }
 }
@@ -67,10 +70,14 @@ impl Served {
             bound
         };
         let clock = Clock::fixed(crate::support::now());
+        let mut config = Config::from_env();
+        if let Some(key) = setup.master_key.clone() {
+            config.master_key = Ok(key);
+        }
         let state = AppState::new(
             store.clone(),
             clock.clone(),
-            &Config::from_env(),
+            &config,
             setup.workspace,
             shown,
             metrics,
@@ -111,7 +118,6 @@ impl Served {
     }
 
     /// `POST path` with a JSON body.
-    #[allow(dead_code, reason = "for the API tests that write")]
     pub fn post(&self, path: &str, body: serde_json::Value) -> reqwest::RequestBuilder {
         self.request(reqwest::Method::POST, path)
             .header("content-type", "application/json")

@@ -10,9 +10,16 @@ use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub mod activity;
+pub mod deliveries;
+pub mod inbox;
+pub mod input;
+pub mod integrations;
+pub mod sources;
+pub mod workspace;
+
 use super::AppState;
 use super::error::{ApiResult, ErrorBody};
-use super::guard::Caller;
 
 pub mod author;
 pub mod definitions;
@@ -33,7 +40,6 @@ struct Doc;
 fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(health))
-        .routes(routes!(status))
         .routes(routes!(definitions::get_in_force, definitions::push))
         .routes(routes!(definitions::validate))
         .routes(routes!(triggers::list))
@@ -46,6 +52,12 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(rules::backtest))
         .routes(routes!(rules::backtest_draft))
         .routes(routes!(rules::why))
+        .merge(workspace::routes())
+        .merge(sources::routes())
+        .merge(integrations::routes())
+        .merge(deliveries::routes())
+        .merge(activity::routes())
+        .merge(inbox::routes())
 }
 
 /// The API mounted at `/api`, with the document generated from its routes at
@@ -108,28 +120,5 @@ async fn health(State(state): State<AppState>) -> ApiResult<Json<Health>> {
     state.store.check_migrated().await?;
     Ok(Json(Health {
         status: "ok".to_string(),
-    }))
-}
-
-/// The answer of `/api/status`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Status {
-    /// The workspace the caller acts in.
-    pub workspace: String,
-    /// Its name.
-    pub name: String,
-    /// Why it is halted, if it is.
-    pub halted: Option<String>,
-}
-
-/// The caller's workspace and whether it is halted.
-#[utoipa::path(get, path = "/status", tag = "status",
-    responses((status = 200, body = Status), (status = 401, body = ErrorBody)))]
-async fn status(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<Status>> {
-    let ws = crate::store::workspace::get(&state.store, &caller.workspace).await?;
-    Ok(Json(Status {
-        workspace: ws.id.to_string(),
-        name: ws.name,
-        halted: ws.halted.map(|(reason, _)| reason),
     }))
 }
