@@ -6,6 +6,7 @@ mod support;
 mod adversary;
 mod backtests;
 mod bounds;
+mod browser;
 mod chaos;
 mod cli;
 mod control_plane;
