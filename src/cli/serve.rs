@@ -122,7 +122,7 @@ pub(crate) async fn serve(
     );
     println!("Rowfire is serving {url}  (ctrl-c stops it)");
     let stop = stop_on_signal();
-    let server = http::serve(listener, state, until(stop.clone()));
+    let server = http::serve_router(listener, rowfire::ui::app(state), until(stop.clone()));
     match worker {
         Some(worker) => {
             println!("The worker runs beside it.");

@@ -1,5 +1,6 @@
 //! The HTTP server behind `rowfire serve` and `rowfire demo`: the JSON API under `/api`
-//! ([`api`]), the pages ([`crate::ui`]), `/metrics` ([`crate::metrics`]), and the checks every
+//! ([`api`]), the pages (handed in by [`crate::ui::app`], which imports this module, not the
+//! other way round), `/metrics` ([`crate::metrics`]), and the checks every
 //! request passes first ([`guard`]: its `Host`, its `Origin` on writes, its token). Handlers call
 //! the same library functions as the command line; [`error::ApiError`] is the one place a
 //! library error becomes a status code.
@@ -79,10 +80,11 @@ impl AppState {
     }
 }
 
-/// The whole application: pages, API, metrics, behind the request checks.
-pub fn router(state: AppState) -> Router {
+/// The whole application: `pages` (the UI's routes, which stand above this module), the API
+/// and `/metrics`, behind the request checks. [`crate::ui::app`] passes its pages in.
+pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     Router::new()
-        .merge(crate::ui::routes())
+        .merge(pages)
         .merge(api::router())
         .fallback(not_found)
         .route("/metrics", axum::routing::get(metrics))
@@ -128,16 +130,8 @@ async fn metrics(
     ))
 }
 
-/// Serves [`router`] on `listener` until `stop` resolves; requests in flight then finish.
-pub async fn serve(
-    listener: TcpListener,
-    state: AppState,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    serve_router(listener, router(state), stop).await
-}
-
-/// Serves `app` on `listener` until `stop` resolves.
+/// Serves `app` ([`crate::ui::app`], or [`metrics_router`]) on `listener` until `stop`
+/// resolves; requests in flight then finish.
 pub async fn serve_router(
     listener: TcpListener,
     app: Router,

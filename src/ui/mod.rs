@@ -27,6 +27,12 @@ const STYLE: &str = include_str!("../../assets/rowfire.css");
 /// The script every page loads (live updates, checks as you type).
 const SCRIPT: &str = include_str!("../../assets/rowfire.js");
 
+/// The whole application for `state`: these pages beside the API and `/metrics`, behind the
+/// request checks ([`crate::http::router`]).
+pub fn app(state: AppState) -> Router {
+    crate::http::router(state, routes())
+}
+
 /// The pages and their assets.
 pub fn routes() -> Router<AppState> {
     Router::new()

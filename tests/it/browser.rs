@@ -169,6 +169,47 @@ async fn get_started_creates_a_weekly_rule_whose_chart_matches_the_cli_and_its_f
         screenshot(&c, &shots, name).await;
     }
 
+    // The trigger editor checks as you type: an invalid query shows the guard's reason next to
+    // the editor within a second, and nothing is saved.
+    let version_before =
+        reqwest_get_json(&format!("{base}/api/definitions")).await["version"].clone();
+    c.goto(&format!("{base}/triggers/declined_charge"))
+        .await
+        .unwrap();
+    let sql = c.find(Locator::Id("sql")).await.unwrap();
+    sql.clear().await.unwrap();
+    let typed = std::time::Instant::now();
+    sql.send_keys("DELETE FROM payments WHERE 1 = 1")
+        .await
+        .unwrap();
+    let refused = "//*[@id='guard-verdict'][@data-state='refused']";
+    until(1, "the guard's reason next to the editor", || async {
+        xcount(&c, refused).await > 0
+    })
+    .await;
+    assert!(
+        typed.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        typed.elapsed()
+    );
+    let reason = c
+        .find(Locator::Id("guard-verdict"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        reason.to_lowercase().contains("delete")
+            || reason.contains("read-only")
+            || reason.contains("SELECT"),
+        "{reason}"
+    );
+    screenshot(&c, &shots, "trigger-editor-refused").await;
+    let version_after =
+        reqwest_get_json(&format!("{base}/api/definitions")).await["version"].clone();
+    assert_eq!(version_before, version_after, "typing saved nothing");
+
     // Get started: declined charges, once a week, a message, a backtest, turned on.
     c.goto(&format!("{base}/start")).await.unwrap();
     let trigger = c.find(Locator::Id("start-trigger")).await.unwrap();
@@ -290,6 +331,18 @@ async fn get_started_creates_a_weekly_rule_whose_chart_matches_the_cli_and_its_f
     .await;
     screenshot(&c, &shots, "activity").await;
     c.close().await.unwrap();
+}
+
+/// `GET url` as JSON, from the test (not the browser).
+async fn reqwest_get_json(url: &str) -> serde_json::Value {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a test's client for the server under test, on 127.0.0.1"
+    )]
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let text = client.get(url).send().await.unwrap().text().await.unwrap();
+    serde_json::from_str(&text).unwrap()
 }
 
 /// `POST url` with an empty JSON body, from the test (not the browser).

@@ -83,9 +83,13 @@ impl Served {
             metrics,
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(http::serve(listener, state, async move {
-            let _ = stopped.await;
-        }));
+        tokio::spawn(http::serve_router(
+            listener,
+            rowfire::ui::app(state),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         let _ = rustls::crypto::ring::default_provider().install_default();
         #[expect(
             clippy::disallowed_methods,
