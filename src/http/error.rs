@@ -275,7 +275,11 @@ where
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(value) => Ok(Body(value)),
             Err(e) => {
-                let path = e.path().to_string();
+                // A body that is not JSON at all has no path (`?`): the body is at fault.
+                let path = match e.path().to_string() {
+                    p if p == "?" => ".".to_string(),
+                    p => p,
+                };
                 let inner = e.into_inner();
                 let message = inner.to_string();
                 // `missing field `sql`` names the field itself; the path names its parent.

@@ -1,10 +1,10 @@
-//! The extractors handlers read their input with: axum's `Json`, `Query` and `Path`, whose
+//! The extractors handlers read their path and query with: axum's `Query` and `Path`, whose
 //! refusals become [`ApiError`]s (JSON, status 400, naming what was wrong) instead of axum's
-//! plain-text answers, so every error the API sends has the one documented shape. A JSON body
-//! is bounded where it enters (`MAX_BODY`).
+//! plain-text answers, so every error the API sends has the one documented shape. Bodies are
+//! read by [`crate::http::error::Body`]; every body is bounded where it enters (`MAX_BODY`).
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::FromRequestParts;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -12,40 +12,6 @@ use super::error::ApiError;
 
 /// The largest request body the API reads (a definitions file fits well inside it).
 pub const MAX_BODY: usize = 2 * 1024 * 1024;
-
-/// A JSON body, refused with a JSON 400 when it does not parse or fit its type.
-pub struct Json<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Json<T>, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Json(value)),
-            Err(e) => Err(json_refusal(&e)),
-        }
-    }
-}
-
-fn json_refusal(e: &JsonRejection) -> ApiError {
-    match e {
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the body as JSON, with `Content-Type: application/json`",
-        ),
-        JsonRejection::BytesRejection(_) => ApiError::new(
-            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!("the body could not be read or is over {MAX_BODY} bytes"),
-        ),
-        other => ApiError::invalid(format!(
-            "the JSON body is not what this route takes: {}",
-            shorten(&other.body_text())
-        ))
-        .at("body"),
-    }
-}
 
 /// Query parameters, refused with a JSON 400 when they do not fit their type.
 pub struct Query<T>(pub T);

@@ -29,7 +29,7 @@ pub struct ActionView {
     /// Its parameters: name and whether a binding must give it.
     pub params: Vec<ParamView>,
     /// The body template.
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub body: serde_json::Value,
 }
 
@@ -41,7 +41,7 @@ pub struct ParamView {
     /// Whether a binding must give it.
     pub required: bool,
     /// Its default, if it has one.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub default: Option<serde_json::Value>,
 }
 

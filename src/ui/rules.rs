@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use crate::http::extract::{Path, Query};
+use axum::extract::State;
 use maud::{Markup, html};
 
 use super::{empty_state, page};

@@ -2,7 +2,8 @@
 //! that checks as you type (the guard's verdict next to the editor, then the output columns),
 //! with the clock and key to pick and the SQL a poll will run. Typing saves nothing.
 
-use axum::extract::{Path, State};
+use crate::http::extract::Path;
+use axum::extract::State;
 use maud::{Markup, html};
 
 use super::{empty_state, page};

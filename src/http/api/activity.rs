@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::http::extract::Query;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::http::extract::{Path, Query};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -58,7 +59,7 @@ pub struct DeliveryView {
     /// The recorded URL, when it was rendered.
     pub url: Option<String>,
     /// The rendered body.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<serde_json::Value>)]
     pub body: Option<serde_json::Value>,
 }
 

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::http::extract::Query;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -39,7 +40,7 @@ pub struct InboxMessage {
     /// Who receives it.
     pub recipient: Option<String>,
     /// The message as rendered.
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub body: serde_json::Value,
     /// When it arrived (live) or was recorded (shadow).
     pub at: String,

@@ -4,16 +4,17 @@
 
 use std::collections::BTreeMap;
 
+use crate::http::extract::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::input::JsonBody;
 use crate::http::AppState;
+use crate::http::error::Body;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::guard::Caller;
 use crate::operator::integrations::{self, EntryView, IntegrationView, NewIntegration};
@@ -85,7 +86,7 @@ const MAX_CUSTOM_BYTES: usize = 64 * 1024;
 async fn add(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<NewIntegrationBody>,
+    Body(body): Body<NewIntegrationBody>,
 ) -> ApiResult<(StatusCode, Json<IntegrationAdded>)> {
     let from = match (&body.catalog, &body.custom) {
         (Some(entry), None) => NewIntegration::Catalog(entry),
@@ -144,7 +145,7 @@ async fn set_credential(
     State(state): State<AppState>,
     caller: Caller,
     Path((name, credential)): Path<(String, String)>,
-    JsonBody(body): JsonBody<CredentialValue>,
+    Body(body): Body<CredentialValue>,
 ) -> ApiResult<StatusCode> {
     let key = state.master_key.clone().map_err(|_| {
         ApiError::new(
@@ -191,7 +192,7 @@ pub struct RenderedRequest {
     /// The URL.
     pub url: String,
     /// The body.
-    #[schema(value_type = Object)]
+    #[schema(value_type = serde_json::Value)]
     pub body: serde_json::Value,
 }
 
@@ -232,7 +233,7 @@ async fn test(
     State(state): State<AppState>,
     caller: Caller,
     Path((name, action)): Path<(String, String)>,
-    JsonBody(body): JsonBody<TestAction>,
+    Body(body): Body<TestAction>,
 ) -> ApiResult<Json<ActionTested>> {
     if body.row.as_object().is_some_and(|o| o.len() > MAX_ROW_KEYS) {
         return Err(ApiError::invalid(format!("row has at most {MAX_ROW_KEYS} columns")).at("row"));

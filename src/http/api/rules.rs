@@ -2,8 +2,9 @@
 //! version), promote and demote, backtest (the report `rowfire backtest --json` prints) and
 //! `why` for a key.
 
+use crate::http::extract::{Path, Query};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 

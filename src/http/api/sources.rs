@@ -1,16 +1,17 @@
 //! `/api/sources`: where each source's DSN comes from (a DSN is never returned, not even
 //! masked), storing one sealed under the master key, and trying a read-only connection.
 
+use crate::http::extract::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::input::JsonBody;
 use crate::http::AppState;
+use crate::http::error::Body;
 use crate::http::error::{ApiResult, ErrorBody};
 use crate::http::guard::Caller;
 use crate::operator::sources::{self, SourceView, Stored, Tested};
@@ -56,7 +57,7 @@ pub struct SourceStored {
 async fn add(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<NewSource>,
+    Body(body): Body<NewSource>,
 ) -> ApiResult<(StatusCode, Json<SourceStored>)> {
     let now = state.clock.now();
     let stored = sources::add(

@@ -1,8 +1,9 @@
 //! `/api/triggers`: the triggers in force with their state, a query checked as it is typed (the
 //! guard's verdict, then the output columns from a `LIMIT 0` run), run now, and rewind.
 
+use crate::http::extract::Path;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use jiff::SignedDuration;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;

@@ -7,8 +7,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::input::JsonBody;
 use crate::http::AppState;
+use crate::http::error::Body;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::guard::Caller;
 use crate::store::{Store, WorkspaceId, workspace};
@@ -92,7 +92,7 @@ pub const MAX_REASON_CHARS: usize = 500;
 async fn halt(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(body): JsonBody<Halt>,
+    Body(body): Body<Halt>,
 ) -> ApiResult<Json<Status>> {
     let reason = body.reason.trim();
     if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
