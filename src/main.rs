@@ -109,6 +109,7 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
             poll_only,
             delivery_lease,
             trigger_lease,
+            count_clocks_every,
         } => {
             let opts = worker::WorkerOptions {
                 once,
@@ -117,6 +118,7 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
                 poll_only,
                 delivery_lease,
                 trigger_lease,
+                count_clocks_every,
             };
             worker::worker(&config, opts).await
         }

@@ -37,6 +37,9 @@ pub struct WorkerConfig {
     /// How long a trigger lease lasts; polls renew it as they work, and a worker that dies is
     /// taken over within it.
     pub trigger_lease: SignedDuration,
+    /// How often a poll counts a trigger's NULL and unreadable clocks over its whole query
+    /// (at most once per this interval per trigger; see [`poll::DEFAULT_CLOCK_COUNT_EVERY`]).
+    pub count_clocks_every: SignedDuration,
     /// Which addresses outbound requests may reach.
     pub egress: Policy,
     /// Opens credentials and stored source DSNs, or why it cannot.
@@ -60,6 +63,7 @@ impl WorkerConfig {
             listen: true,
             delivery_lease: sender::Config::default().lease,
             trigger_lease: poll::DEFAULT_LEASE,
+            count_clocks_every: poll::DEFAULT_CLOCK_COUNT_EVERY,
             egress: config.egress.clone().map_err(WorkerError::Egress)?,
             master_key: config.master_key.clone(),
             dsn: None,
@@ -148,6 +152,7 @@ impl Worker {
             .map(|_| {
                 Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
                     .with_lease(config.trigger_lease)
+                    .with_clock_count_every(config.count_clocks_every)
             })
             .collect();
         let senders = (0..concurrency)

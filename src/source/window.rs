@@ -104,6 +104,7 @@ impl<'a> WindowReader<'a> {
 
     async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
         let source = self.source;
+        super::Sent::one(&source.sent.windowed);
         let fetched = self.session.fetch(source, rendered, self.shape).await;
         fetched.map_err(|e| match e {
             FetchError::Sql(e) => source.query_error(e),

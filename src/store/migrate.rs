@@ -73,6 +73,13 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0011_bypass_estimate.sql"),
         include_str!("../../migrations/sqlite/0011_bypass_estimate.sql"),
     ),
+    // 12 is reserved (another branch's migration).
+    (
+        13,
+        "clock_counts",
+        include_str!("../../migrations/postgres/0013_clock_counts.sql"),
+        include_str!("../../migrations/sqlite/0013_clock_counts.sql"),
+    ),
 ];
 
 impl Store {

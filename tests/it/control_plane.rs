@@ -24,14 +24,18 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 11,
+                want: 13,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 11);
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        12,
+        "1 to 11 and 13 (12 is reserved)"
+    );
     assert_eq!(
         store.migrate().await.unwrap(),
         0,
