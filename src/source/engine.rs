@@ -87,8 +87,15 @@ pub(super) enum Pool {
 pub(super) enum Session {
     Postgres(postgres::PgSession),
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    /// A SQLite read once its one statement steps (it owns the transaction).
+    SqliteStream(sqlite::SqliteStream),
     Mysql(mysql::MySession),
+    /// Only while a SQLite read hands its transaction to its stepping statement.
+    Moved,
 }
+
+/// The cursor a PostgreSQL read declares for its one pass over the window.
+const CURSOR: &str = "rowfire_window";
 
 impl Pool {
     /// Connects to `dsn` in `dialect`, returning the pool and where it is, without secrets.
@@ -230,14 +237,76 @@ impl Session {
     ) -> Result<Fetched, FetchError> {
         match self {
             Session::Postgres(session) => {
-                postgres::fetch(session, rendered, shape, source.page_bytes).await
+                postgres::fetch(session, rendered, shape, source.page_bytes, false).await
             }
-            Session::Sqlite(tx) => {
-                sqlite::fetch(tx, rendered, shape, source.timeout, source.page_bytes).await
-            }
+            Session::Sqlite(_) => Err(not_paged()),
             Session::Mysql(session) => {
                 mysql::fetch(session, rendered, shape, source.page_bytes).await
             }
+            Session::SqliteStream(_) | Session::Moved => Err(not_paged()),
+        }
+    }
+
+    /// Whether the engine reads a window in one ordered pass ([`Session::start`], then
+    /// [`Session::next_rows`]) rather than in probe-bounded pages ([`Session::fetch`]).
+    pub(super) fn one_pass(&self) -> bool {
+        !matches!(self, Session::Mysql(_))
+    }
+
+    /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL a
+    /// `NO SCROLL` cursor declared in the read-only transaction, on SQLite the statement
+    /// stepping in a task that owns the transaction.
+    pub(super) async fn start(
+        &mut self,
+        source: &Source,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+    ) -> Result<(), FetchError> {
+        match self {
+            Session::Postgres(session) => {
+                let declare = Rendered {
+                    sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
+                    binds: rendered.binds.clone(),
+                };
+                session.fetch_all(&declare).await.map_err(pg_fetch_error)?;
+                Ok(())
+            }
+            Session::Sqlite(_) => {
+                let Session::Sqlite(tx) = std::mem::replace(self, Session::Moved) else {
+                    unreachable!("matched above");
+                };
+                *self = Session::SqliteStream(sqlite::SqliteStream::start(
+                    tx,
+                    rendered,
+                    shape,
+                    source.timeout,
+                ));
+                Ok(())
+            }
+            Session::SqliteStream(_) | Session::Mysql(_) | Session::Moved => Err(not_paged()),
+        }
+    }
+
+    /// The next `rows` rows of the one pass (fewer at the window's end), their values within
+    /// `max_bytes`, each with its tie flag.
+    pub(super) async fn next_rows(
+        &mut self,
+        source: &Source,
+        shape: Shape<'_>,
+        rows: usize,
+        max_bytes: usize,
+    ) -> Result<Fetched, FetchError> {
+        let _ = source;
+        match self {
+            Session::Postgres(session) => {
+                let fetch = Rendered {
+                    sql: format!("FETCH FORWARD {rows} FROM {CURSOR}"),
+                    binds: Vec::new(),
+                };
+                postgres::fetch(session, &fetch, shape, max_bytes, true).await
+            }
+            Session::SqliteStream(stream) => stream.next(rows, max_bytes).await,
+            Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => Err(not_paged()),
         }
     }
 
@@ -248,7 +317,23 @@ impl Session {
             Session::Sqlite(tx) => {
                 let _ = tx.rollback().await;
             }
+            Session::SqliteStream(stream) => stream.finish().await,
             Session::Mysql(session) => session.close().await,
+            Session::Moved => {}
         }
+    }
+}
+
+/// A read asked of a session in the wrong state (a bug, reported rather than a panic).
+fn not_paged() -> FetchError {
+    FetchError::Sql(sqlx::Error::Protocol(
+        "a window read was asked of a session that does not read it that way".into(),
+    ))
+}
+
+fn pg_fetch_error(e: postgres::PgFail) -> FetchError {
+    match e {
+        postgres::PgFail::Sql(e) => FetchError::Sql(e),
+        postgres::PgFail::Deadline => FetchError::Deadline,
     }
 }

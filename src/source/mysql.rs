@@ -145,6 +145,7 @@ pub(super) async fn fetch(
     Ok(Fetched {
         rows,
         sort_clocks: None,
+        ties: None,
         clock,
         key,
     })

@@ -82,11 +82,14 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
+/// Reads one rendered statement's rows as a page. With `ties`, its last column is
+/// [`crate::sql_guard::TIE_COLUMN`] (a cursor's fetch), read apart from the row's values.
 pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
     max_bytes: usize,
+    ties: bool,
 ) -> Result<Fetched, FetchError> {
     let pg_rows = session
         .fetch_bounded(rendered, max_bytes)
@@ -99,7 +102,9 @@ pub(super) async fn fetch(
     let Some(first) = pg_rows.first() else {
         return Ok(Fetched::empty());
     };
-    let cols = first.columns();
+    let all = first.columns();
+    let width = all.len() - usize::from(ties);
+    let cols = &all[..width];
     let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
     let types: Vec<Option<String>> = cols
         .iter()
@@ -116,12 +121,15 @@ pub(super) async fn fetch(
         .collect::<Result<Vec<_>, _>>()?;
     let (clock, key) = positions(&columns, shape, &types);
     let mut rows = Vec::with_capacity(pg_rows.len());
+    let mut tied = Vec::with_capacity(if ties { pg_rows.len() } else { 0 });
     for r in &pg_rows {
-        let values = kinds
-            .iter()
-            .enumerate()
-            .map(|(i, k)| decode(r, i, *k))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut values = Vec::with_capacity(width);
+        for (i, k) in kinds.iter().enumerate() {
+            values.push(decode(r, i, *k)?);
+        }
+        if ties {
+            tied.push(r.try_get::<bool, _>(width)?);
+        }
         let clock_at = values[clock.0].as_timestamp();
         rows.push(Row {
             columns: columns.clone(),
@@ -132,6 +140,7 @@ pub(super) async fn fetch(
     Ok(Fetched {
         rows,
         sort_clocks: None,
+        ties: ties.then_some(tied),
         clock,
         key,
     })

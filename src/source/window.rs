@@ -1,4 +1,13 @@
 //! Reading a window: page after page in one read-only snapshot, each page ending where SQL says.
+//!
+//! On PostgreSQL and SQLite a window is read in one ordered pass: one statement
+//! ([`CheckedQuery::window_sql`]) through a server-side cursor (`DECLARE … NO SCROLL CURSOR`
+//! in the read-only transaction, then `FETCH FORWARD page` at a time) or one SQLite statement
+//! stepping across pages. Each row carries SQL's word on whether it equals the row before it
+//! on (clock, key), and a page ends at the first row past the page size that starts a new run,
+//! so rows SQL finds equal are never split and no row is read twice; at most a page of rows
+//! beyond the one handed out is held. MySQL and MariaDB read probe-bounded pages: a one-row
+//! probe finds where each page ends and the page reads up to and including it.
 
 use crate::row::{Row, Value};
 use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slice, Window};
@@ -19,6 +28,13 @@ pub struct WindowReader<'a> {
     after: Option<Keyset>,
     done: bool,
     pages: u32,
+    /// One pass: whether the statement was started.
+    started: bool,
+    /// One pass: the statement has no more rows.
+    exhausted: bool,
+    /// One pass: rows read and not yet handed out, with their tie flags.
+    held: Vec<Row>,
+    held_ties: Vec<bool>,
 }
 
 /// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
@@ -29,6 +45,8 @@ pub(crate) struct Fetched {
     pub rows: Vec<Row>,
     /// SQLite only: per row, the normalised clock text compared in SQL.
     pub sort_clocks: Option<Vec<Value>>,
+    /// One pass only: per row, whether SQL finds it equal on (clock, key) to the row before it.
+    pub ties: Option<Vec<bool>>,
     /// The clock column's index and PostgreSQL type.
     pub clock: ColumnAt,
     /// The key columns' indices and PostgreSQL types.
@@ -40,6 +58,7 @@ impl Fetched {
         Fetched {
             rows: Vec::new(),
             sort_clocks: None,
+            ties: None,
             clock: (0, None),
             key: Vec::new(),
         }
@@ -94,6 +113,10 @@ impl<'a> WindowReader<'a> {
             after: None,
             done: false,
             pages: 0,
+            started: false,
+            exhausted: false,
+            held: Vec::new(),
+            held_ties: Vec::new(),
         }
     }
 
@@ -106,7 +129,12 @@ impl<'a> WindowReader<'a> {
         let source = self.source;
         super::Sent::one(&source.sent.windowed);
         let fetched = self.session.fetch(source, rendered, self.shape).await;
-        fetched.map_err(|e| match e {
+        fetched.map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, e: FetchError) -> SourceError {
+        let source = self.source;
+        match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
             FetchError::TooLarge { limit } => SourceError::Query {
@@ -122,17 +150,81 @@ impl<'a> WindowReader<'a> {
                 column,
                 type_name,
             },
-        })
+        }
     }
 
-    /// The next page, or `None` when the window is exhausted. A page ends at the row `page size`
-    /// rows in (found by a one-row probe) and includes every row SQL finds equal to it on
-    /// (clock, key), so no row is split across pages, skipped or read twice, whatever the
+    /// The next page, or `None` when the window is exhausted. A page holds at least `page size`
+    /// rows (fewer only at the window's end) and ends where a run of rows SQL finds equal on
+    /// (clock, key) ends, so no row is split across pages, skipped or read twice, whatever the
     /// column's collation or type.
     pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         if self.done {
             return Ok(None);
         }
+        if self.session.one_pass() {
+            return self.next_of_one_pass().await;
+        }
+        self.next_probed().await
+    }
+
+    /// The next page of the one ordered pass: rows are fetched a page at a time until a row
+    /// past the page size starts a new run of equal rows (or the window ends); the page ends
+    /// before it, and the rows after it wait for the next page.
+    async fn next_of_one_pass(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
+        let source = self.source;
+        let size = source.page_size.max(1);
+        if !self.started {
+            let rendered = self
+                .query
+                .window_sql(self.shape, self.window, Placeholders::Numbered);
+            super::Sent::one(&source.sent.windowed);
+            let started = self.session.start(source, &rendered, self.shape).await;
+            started.map_err(|e| self.failed(e))?;
+            self.started = true;
+        }
+        let cut = loop {
+            if let Some(cut) = (size..self.held_ties.len()).find(|&i| !self.held_ties[i]) {
+                break Some(cut);
+            }
+            if self.exhausted {
+                break None;
+            }
+            let held: usize = self.held.iter().map(row_bytes).sum();
+            let room = source.page_bytes.saturating_sub(held);
+            super::Sent::one(&source.sent.windowed);
+            let fetched = self.session.next_rows(source, self.shape, size, room).await;
+            let fetched = fetched.map_err(|e| self.failed(e))?;
+            if fetched.rows.len() < size {
+                self.exhausted = true;
+            }
+            let ties = fetched.ties.unwrap_or_default();
+            debug_assert_eq!(ties.len(), fetched.rows.len());
+            self.held.extend(fetched.rows);
+            self.held_ties.extend(ties);
+        };
+        let page = match cut {
+            Some(cut) => {
+                let rest = self.held.split_off(cut);
+                let rest_ties = self.held_ties.split_off(cut);
+                self.held_ties = rest_ties;
+                std::mem::replace(&mut self.held, rest)
+            }
+            None => {
+                self.held_ties.clear();
+                self.done = true;
+                std::mem::take(&mut self.held)
+            }
+        };
+        if page.is_empty() {
+            return Ok(None);
+        }
+        self.pages += 1;
+        Ok(Some(page))
+    }
+
+    /// The next probe-bounded page: it ends at the row `page size` rows in (found by a one-row
+    /// probe) and includes every row SQL finds equal to it on (clock, key).
+    async fn next_probed(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         let after = self.after.take();
         let probe = Slice::Boundary {
             after: after.as_ref(),
@@ -166,6 +258,18 @@ impl<'a> WindowReader<'a> {
     pub async fn finish(self) {
         self.session.finish().await
     }
+}
+
+/// What a row's values hold in memory, roughly (text and bytes by their length, others 8).
+fn row_bytes(row: &Row) -> usize {
+    row.values
+        .iter()
+        .map(|v| match v {
+            Value::Text(s) | Value::Decimal(s) => s.len().max(8),
+            Value::Bytes(b) => b.len().max(8),
+            _ => 8,
+        })
+        .sum()
 }
 
 pub(crate) enum FetchError {

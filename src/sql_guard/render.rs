@@ -94,6 +94,11 @@ pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
 /// window bounds and pages are exact to the microsecond.
 pub const SQLITE_CLOCK_FN: &str = "rowfire_clock_us";
 
+/// The column a one-pass read carries beside each row: whether SQL finds the row equal on
+/// (clock, key) to the row before it, so a page never ends inside a run of equal rows.
+/// Stripped before rows reach callers.
+pub const TIE_COLUMN: &str = "__rowfire_tie";
+
 /// The clock and key columns a trigger pages by.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape<'a> {
@@ -449,6 +454,56 @@ impl CheckedQuery {
         if let Some(offset) = offset {
             sql.push_str(&format!(" LIMIT 1 OFFSET {offset}"));
         }
+        Rendered {
+            sql,
+            binds: b.binds,
+        }
+    }
+
+    /// The whole window in one ordered pass (a cursor's or a stepping statement's query): every
+    /// row of the window, NULL keys excluded, in (clock, key) order, each carrying
+    /// [`TIE_COLUMN`], true when SQL finds it equal on (clock, key) to the row before it
+    /// (`lag` over the same order, compared with `=` as the columns' types and collations
+    /// compare), so pages cut only where SQL says a run of equal rows ends. On SQLite the
+    /// normalised clock ([`SQLITE_CLOCK_COLUMN`]) comes before it.
+    pub fn window_sql(&self, shape: Shape<'_>, window: Window, mode: Placeholders) -> Rendered {
+        let mut b = Builder::new(self.dialect, mode, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        let keys = self.key_exprs(shape.key);
+        let tuple = std::iter::once(clock.clone())
+            .chain(keys.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let tie = std::iter::once(&clock)
+            .chain(keys.iter())
+            .map(|c| format!("{c} = lag({c}) OVER (ORDER BY {tuple})"))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let tie = format!(
+            "COALESCE({tie}, {}) AS {}",
+            if self.dialect == Dialect::Postgres {
+                "false"
+            } else {
+                "0"
+            },
+            self.dialect.quote_ident(TIE_COLUMN)
+        );
+        let select = match self.dialect {
+            Dialect::Postgres | Dialect::Mysql => format!("t.*, {tie}"),
+            Dialect::Sqlite => format!(
+                "t.*, {clock} AS {}, {tie}",
+                self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
+            ),
+        };
+        let mut sql = format!(
+            "SELECT {select} FROM ({inner}) AS t WHERE {}",
+            self.window_predicate(&mut b, shape.clock)
+        );
+        for k in &keys {
+            sql.push_str(&format!(" AND {k} IS NOT NULL"));
+        }
+        sql.push_str(&format!(" ORDER BY {tuple}"));
         Rendered {
             sql,
             binds: b.binds,

@@ -154,7 +154,10 @@ impl PgSession {
     }
 
     /// Runs a rendered statement and returns its rows, after setting the limits again.
-    pub(super) async fn fetch_all(&mut self, rendered: &Rendered) -> Result<Vec<PgRow>, PgFail> {
+    pub(in crate::source) async fn fetch_all(
+        &mut self,
+        rendered: &Rendered,
+    ) -> Result<Vec<PgRow>, PgFail> {
         self.relimit().await?;
         guarded!(self, |conn| bound(rendered).fetch_all(conn))
     }
