@@ -89,13 +89,12 @@ pub(super) enum Session {
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
     /// A SQLite read once its one statement steps (it owns the transaction).
     SqliteStream(sqlite::SqliteStream),
+    /// A PostgreSQL read once its cursor is declared (its task owns the session).
+    PostgresStream(postgres::PgStream),
     Mysql(mysql::MySession),
     /// Only while a SQLite read hands its transaction to its stepping statement.
     Moved,
 }
-
-/// The cursor a PostgreSQL read declares for its one pass over the window.
-const CURSOR: &str = "rowfire_window";
 
 impl Pool {
     /// Connects to `dsn` in `dialect`, returning the pool and where it is, without secrets.
@@ -243,7 +242,9 @@ impl Session {
             Session::Mysql(session) => {
                 mysql::fetch(session, rendered, shape, source.page_bytes).await
             }
-            Session::SqliteStream(_) | Session::Moved => Err(not_paged()),
+            Session::SqliteStream(_) | Session::PostgresStream(_) | Session::Moved => {
+                Err(not_paged())
+            }
         }
     }
 
@@ -263,12 +264,17 @@ impl Session {
         shape: Shape<'_>,
     ) -> Result<(), FetchError> {
         match self {
-            Session::Postgres(session) => {
-                let declare = Rendered {
-                    sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
-                    binds: rendered.binds.clone(),
+            Session::Postgres(_) => {
+                let Session::Postgres(session) = std::mem::replace(self, Session::Moved) else {
+                    unreachable!("matched above");
                 };
-                session.fetch_all(&declare).await.map_err(pg_fetch_error)?;
+                *self = Session::PostgresStream(postgres::PgStream::start(
+                    session,
+                    rendered,
+                    shape,
+                    source.page_size.max(1),
+                    source.page_bytes,
+                ));
                 Ok(())
             }
             Session::Sqlite(_) => {
@@ -283,7 +289,10 @@ impl Session {
                 ));
                 Ok(())
             }
-            Session::SqliteStream(_) | Session::Mysql(_) | Session::Moved => Err(not_paged()),
+            Session::SqliteStream(_)
+            | Session::PostgresStream(_)
+            | Session::Mysql(_)
+            | Session::Moved => Err(not_paged()),
         }
     }
 
@@ -291,22 +300,15 @@ impl Session {
     /// `max_bytes`, each with its tie flag.
     pub(super) async fn next_rows(
         &mut self,
-        source: &Source,
-        shape: Shape<'_>,
         rows: usize,
         max_bytes: usize,
     ) -> Result<Fetched, FetchError> {
-        let _ = source;
         match self {
-            Session::Postgres(session) => {
-                let fetch = Rendered {
-                    sql: format!("FETCH FORWARD {rows} FROM {CURSOR}"),
-                    binds: Vec::new(),
-                };
-                postgres::fetch(session, &fetch, shape, max_bytes, true).await
-            }
+            Session::PostgresStream(stream) => stream.next().await,
             Session::SqliteStream(stream) => stream.next(rows, max_bytes).await,
-            Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => Err(not_paged()),
+            Session::Postgres(_) | Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => {
+                Err(not_paged())
+            }
         }
     }
 
@@ -318,6 +320,7 @@ impl Session {
                 let _ = tx.rollback().await;
             }
             Session::SqliteStream(stream) => stream.finish().await,
+            Session::PostgresStream(stream) => stream.finish().await,
             Session::Mysql(session) => session.close().await,
             Session::Moved => {}
         }
@@ -329,11 +332,4 @@ fn not_paged() -> FetchError {
     FetchError::Sql(sqlx::Error::Protocol(
         "a window read was asked of a session that does not read it that way".into(),
     ))
-}
-
-fn pg_fetch_error(e: postgres::PgFail) -> FetchError {
-    match e {
-        postgres::PgFail::Sql(e) => FetchError::Sql(e),
-        postgres::PgFail::Deadline => FetchError::Deadline,
-    }
 }

@@ -146,6 +146,115 @@ pub(super) async fn fetch(
     })
 }
 
+/// The cursor a PostgreSQL read declares for its one pass over the window.
+const CURSOR: &str = "rowfire_window";
+
+/// One ordered pass over a window on PostgreSQL: a `NO SCROLL` cursor declared in the read's
+/// read-only transaction and fetched a page at a time by a task that owns the session, one
+/// page ahead of the reader, so the server produces the next page while the caller claims this
+/// one. Each `FETCH` runs under the read's limits, set again before it. Finished, the session
+/// is rolled back and cleaned as every read is; dropped, its task is aborted and the
+/// connection closed.
+pub(super) struct PgStream {
+    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl PgStream {
+    /// Declares the cursor for `rendered` (a window statement) in `session` and starts
+    /// fetching `rows` at a time, each fetch within `max_bytes` of values.
+    pub(super) fn start(
+        session: PgSession,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+        rows: usize,
+        max_bytes: usize,
+    ) -> PgStream {
+        let (give, chunks) = tokio::sync::mpsc::channel(1);
+        let declare = Rendered {
+            sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
+            binds: rendered.binds.clone(),
+        };
+        let shape = (shape.clock.to_string(), shape.key.to_vec());
+        let task = tokio::spawn(async move {
+            let shape = Shape {
+                clock: &shape.0,
+                key: &shape.1,
+            };
+            stream(session, declare, shape, rows, max_bytes, give).await
+        });
+        PgStream {
+            chunks,
+            task: Some(task),
+        }
+    }
+
+    /// The next chunk of rows (fewer than asked at the window's end), each with its tie flag.
+    pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
+        match self.chunks.recv().await {
+            Some(chunk) => chunk,
+            // The window ended with the last chunk; nothing more to read.
+            None => Ok(Fetched::empty()),
+        }
+    }
+
+    /// Stops reading and waits until the session is rolled back and handed back (a fetch in
+    /// progress finishes first).
+    pub(super) async fn finish(mut self) {
+        self.chunks.close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for PgStream {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The fetching task: declares the cursor, then fetches chunk after chunk until the window
+/// ends, a fetch fails or the reader stops.
+async fn stream(
+    mut session: PgSession,
+    declare: Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+    give: tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>,
+) {
+    if let Err(e) = session.fetch_all(&declare).await {
+        let e = match e {
+            PgFail::Sql(e) => FetchError::Sql(e),
+            PgFail::Deadline => FetchError::Deadline,
+        };
+        let _ = give.send(Err(e)).await;
+        // Dropped, not closed: a failed read's connection is never reused.
+        return;
+    }
+    let next = Rendered {
+        sql: format!("FETCH FORWARD {rows} FROM {CURSOR}"),
+        binds: Vec::new(),
+    };
+    loop {
+        let chunk = fetch(&mut session, &next, shape, max_bytes, true).await;
+        let (failed, last) = match &chunk {
+            Ok(f) => (false, f.rows.len() < rows),
+            Err(_) => (true, true),
+        };
+        if give.send(chunk).await.is_err() || last {
+            if failed {
+                return;
+            }
+            break;
+        }
+    }
+    session.close().await;
+}
+
 /// The catalogue of the session's current schema, as its user sees it: columns from
 /// `information_schema` (only those the user may read), keys and indexes from `pg_catalog`
 /// (which every user may read), one fact per row.

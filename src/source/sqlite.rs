@@ -173,7 +173,17 @@ fn value_bytes(v: &Value) -> usize {
 pub(super) struct SqliteStream {
     asks: tokio::sync::mpsc::Sender<(usize, usize)>,
     chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SqliteStream {
+    /// A reader dropped halfway ends its statement at once: the task is aborted, and with it
+    /// the statement and the read's transaction.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
 }
 
 /// The clock and key columns, owned, for the stepping task.
@@ -199,7 +209,11 @@ impl SqliteStream {
             key: shape.key.to_vec(),
         };
         let task = tokio::spawn(step(tx, rendered.clone(), shape, timeout, asked, give));
-        SqliteStream { asks, chunks, task }
+        SqliteStream {
+            asks,
+            chunks,
+            task: Some(task),
+        }
     }
 
     /// The next `rows` rows (fewer at the window's end), within `max_bytes` of values.
@@ -217,10 +231,13 @@ impl SqliteStream {
     }
 
     /// Ends the statement and the read, and waits until the transaction is rolled back.
-    pub(super) async fn finish(self) {
-        drop(self.asks);
-        drop(self.chunks);
-        let _ = self.task.await;
+    pub(super) async fn finish(mut self) {
+        self.chunks.close();
+        let (closed, _) = tokio::sync::mpsc::channel(1);
+        drop(std::mem::replace(&mut self.asks, closed));
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
     }
 }
 

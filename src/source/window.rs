@@ -192,8 +192,13 @@ impl<'a> WindowReader<'a> {
             let held: usize = self.held.iter().map(row_bytes).sum();
             let room = source.page_bytes.saturating_sub(held);
             super::Sent::one(&source.sent.windowed);
-            let fetched = self.session.next_rows(source, self.shape, size, room).await;
+            let fetched = self.session.next_rows(size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
+            let more: usize = fetched.rows.iter().map(row_bytes).sum();
+            if held + more > source.page_bytes {
+                let limit = source.page_bytes;
+                return Err(self.failed(FetchError::TooLarge { limit }));
+            }
             if fetched.rows.len() < size {
                 self.exhausted = true;
             }
