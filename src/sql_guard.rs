@@ -189,7 +189,7 @@ pub use functions::{MAX_NAME_PART, is_allowlisted};
 pub use mysql::MysqlAsRun;
 pub use render::{
     Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
-    TIE_COLUMN, Window, mysql_clock_text, mysql_value_text, sqlite_clock_micros, sqlite_clock_text,
+    Window, mysql_clock_text, mysql_value_text, sqlite_clock_micros, sqlite_clock_text,
 };
 
 #[cfg(test)]

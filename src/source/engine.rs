@@ -236,7 +236,7 @@ impl Session {
     ) -> Result<Fetched, FetchError> {
         match self {
             Session::Postgres(session) => {
-                postgres::fetch(session, rendered, shape, source.page_bytes, false).await
+                postgres::fetch(session, rendered, shape, source.page_bytes).await
             }
             Session::Sqlite(_) => Err(not_paged()),
             Session::Mysql(session) => {

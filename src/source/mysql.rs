@@ -145,7 +145,6 @@ pub(super) async fn fetch(
     Ok(Fetched {
         rows,
         sort_clocks: None,
-        ties: None,
         clock,
         key,
     })

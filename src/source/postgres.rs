@@ -82,14 +82,12 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
-/// Reads one rendered statement's rows as a page. With `ties`, its last column is
-/// [`crate::sql_guard::TIE_COLUMN`] (a cursor's fetch), read apart from the row's values.
+/// Reads one rendered statement's rows (a page, or a cursor's fetch).
 pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
     max_bytes: usize,
-    ties: bool,
 ) -> Result<Fetched, FetchError> {
     let pg_rows = session
         .fetch_bounded(rendered, max_bytes)
@@ -102,9 +100,8 @@ pub(super) async fn fetch(
     let Some(first) = pg_rows.first() else {
         return Ok(Fetched::empty());
     };
-    let all = first.columns();
-    let width = all.len() - usize::from(ties);
-    let cols = &all[..width];
+    let cols = first.columns();
+    let width = cols.len();
     let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
     let types: Vec<Option<String>> = cols
         .iter()
@@ -121,14 +118,10 @@ pub(super) async fn fetch(
         .collect::<Result<Vec<_>, _>>()?;
     let (clock, key) = positions(&columns, shape, &types);
     let mut rows = Vec::with_capacity(pg_rows.len());
-    let mut tied = Vec::with_capacity(if ties { pg_rows.len() } else { 0 });
     for r in &pg_rows {
         let mut values = Vec::with_capacity(width);
         for (i, k) in kinds.iter().enumerate() {
             values.push(decode(r, i, *k)?);
-        }
-        if ties {
-            tied.push(r.try_get::<bool, _>(width)?);
         }
         let clock_at = values[clock.0].as_timestamp();
         rows.push(Row {
@@ -140,7 +133,6 @@ pub(super) async fn fetch(
     Ok(Fetched {
         rows,
         sort_clocks: None,
-        ties: ties.then_some(tied),
         clock,
         key,
     })
@@ -191,11 +183,12 @@ impl PgStream {
 
     /// The next chunk of rows (fewer than asked at the window's end), each with its tie flag.
     pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
-        match self.chunks.recv().await {
-            Some(chunk) => chunk,
-            // The window ended with the last chunk; nothing more to read.
-            None => Ok(Fetched::empty()),
-        }
+        // The reader stops asking after a short chunk (the window's end), so a stream that
+        // ends without one lost its task: an error, never a window cut short.
+        self.chunks
+            .recv()
+            .await
+            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
     }
 
     /// Stops reading and waits until the session is rolled back and handed back (a fetch in
@@ -240,7 +233,7 @@ async fn stream(
         binds: Vec::new(),
     };
     loop {
-        let chunk = fetch(&mut session, &next, shape, max_bytes, true).await;
+        let chunk = fetch(&mut session, &next, shape, max_bytes).await;
         let (failed, last) = match &chunk {
             Ok(f) => (false, f.rows.len() < rows),
             Err(_) => (true, true),

@@ -285,8 +285,8 @@ async fn step(
                     };
                     let (names, width) = columns.get_or_insert_with(|| {
                         let cols = r.columns();
-                        // The last two columns are Rowfire's normalised clock and tie flag.
-                        let width = cols.len().saturating_sub(2);
+                        // The last column is Rowfire's normalised clock.
+                        let width = cols.len().saturating_sub(1);
                         debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
                         (
                             cols[..width].iter().map(|c| c.name().to_string()).collect(),
@@ -313,17 +313,16 @@ async fn step(
     let _ = tx.rollback().await;
 }
 
-/// Rows read for one request, with their normalised clocks and tie flags.
+/// Rows read for one request.
 #[derive(Default)]
 struct Chunk {
     rows: Vec<Row>,
-    ties: Vec<bool>,
     bytes: usize,
     last: bool,
 }
 
 impl Chunk {
-    /// Decodes one row (its author's columns, then the clock and the tie flag), refusing it
+    /// Decodes one row (its author's columns, then the normalised clock), refusing it
     /// with [`FetchError::TooLarge`] once the chunk's values pass `max_bytes`.
     fn push(
         &mut self,
@@ -345,7 +344,6 @@ impl Chunk {
             Value::Int(us) => jiff::Timestamp::from_microsecond(us).ok(),
             _ => None,
         };
-        self.ties.push(r.try_get::<i64, _>(width + 1)? != 0);
         self.rows.push(Row {
             columns: names.clone(),
             values,
@@ -366,7 +364,6 @@ impl Chunk {
         Fetched {
             rows: self.rows,
             sort_clocks: None,
-            ties: Some(self.ties),
             clock,
             key,
         }

@@ -3,10 +3,10 @@
 //! On PostgreSQL and SQLite a window is read in one ordered pass: one statement
 //! ([`CheckedQuery::window_sql`]) through a server-side cursor (`DECLARE … NO SCROLL CURSOR`
 //! in the read-only transaction, then `FETCH FORWARD page` at a time) or one SQLite statement
-//! stepping across pages. Each row carries SQL's word on whether it equals the row before it
-//! on (clock, key), and a page ends at the first row past the page size that starts a new run,
-//! so rows SQL finds equal are never split and no row is read twice; at most a page of rows
-//! beyond the one handed out is held. MySQL and MariaDB read probe-bounded pages: a one-row
+//! stepping across pages. A page ends at the first row past the page size that can be told
+//! apart from the row before it for certain (another instant, or a key differing in a type
+//! whose equality is identity: see `inseparable`), so rows SQL finds equal are never split and
+//! no row is read twice; the rows after the cut wait for the next page. MySQL and MariaDB read probe-bounded pages: a one-row
 //! probe finds where each page ends and the page reads up to and including it.
 
 use crate::row::{Row, Value};
@@ -32,7 +32,8 @@ pub struct WindowReader<'a> {
     started: bool,
     /// One pass: the statement has no more rows.
     exhausted: bool,
-    /// One pass: rows read and not yet handed out, with their tie flags.
+    /// One pass: rows read and not yet handed out, each with whether a page may not end just
+    /// before it.
     held: Vec<Row>,
     held_ties: Vec<bool>,
 }
@@ -45,8 +46,6 @@ pub(crate) struct Fetched {
     pub rows: Vec<Row>,
     /// SQLite only: per row, the normalised clock text compared in SQL.
     pub sort_clocks: Option<Vec<Value>>,
-    /// One pass only: per row, whether SQL finds it equal on (clock, key) to the row before it.
-    pub ties: Option<Vec<bool>>,
     /// The clock column's index and PostgreSQL type.
     pub clock: ColumnAt,
     /// The key columns' indices and PostgreSQL types.
@@ -58,7 +57,6 @@ impl Fetched {
         Fetched {
             rows: Vec::new(),
             sort_clocks: None,
-            ties: None,
             clock: (0, None),
             key: Vec::new(),
         }
@@ -202,10 +200,14 @@ impl<'a> WindowReader<'a> {
             if fetched.rows.len() < size {
                 self.exhausted = true;
             }
-            let ties = fetched.ties.unwrap_or_default();
-            debug_assert_eq!(ties.len(), fetched.rows.len());
-            self.held.extend(fetched.rows);
-            self.held_ties.extend(ties);
+            for row in fetched.rows {
+                let tied = self
+                    .held
+                    .last()
+                    .is_some_and(|before| inseparable(before, &row, &fetched.key));
+                self.held_ties.push(tied);
+                self.held.push(row);
+            }
         };
         let page = match cut {
             Some(cut) => {
@@ -263,6 +265,27 @@ impl<'a> WindowReader<'a> {
     pub async fn finish(self) {
         self.session.finish().await
     }
+}
+
+/// Whether a page may not end between `before` and `row`, adjacent in (clock, key) order:
+/// when their clocks are the same instant and no key column tells them apart exactly. Clocks
+/// are times, equal in SQL exactly when they are the same instant; keys are told apart only by
+/// values whose equality is their identity (integers, booleans, times, dates, bytes), since
+/// text (under its collation), decimals (`1.1` and `1.10`), floats and JSON may be equal in SQL
+/// though they differ here. So rows SQL finds equal on (clock, key) are never split.
+fn inseparable(before: &Row, row: &Row, key: &[ColumnAt]) -> bool {
+    if before.clock != row.clock {
+        return false;
+    }
+    !key.iter()
+        .any(|(k, _)| match (&before.values[*k], &row.values[*k]) {
+            (Value::Int(a), Value::Int(b)) => a != b,
+            (Value::Bool(a), Value::Bool(b)) => a != b,
+            (Value::Timestamp(a), Value::Timestamp(b)) => a != b,
+            (Value::Date(a), Value::Date(b)) => a != b,
+            (Value::Bytes(a), Value::Bytes(b)) => a != b,
+            _ => false,
+        })
 }
 
 /// What a row's values hold in memory, roughly (text and bytes by their length, others 8).

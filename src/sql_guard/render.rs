@@ -94,11 +94,6 @@ pub const SQLITE_CLOCK_COLUMN: &str = "__rowfire_clock";
 /// window bounds and pages are exact to the microsecond.
 pub const SQLITE_CLOCK_FN: &str = "rowfire_clock_us";
 
-/// The column a one-pass read carries beside each row: whether SQL finds the row equal on
-/// (clock, key) to the row before it, so a page never ends inside a run of equal rows.
-/// Stripped before rows reach callers.
-pub const TIE_COLUMN: &str = "__rowfire_tie";
-
 /// The clock and key columns a trigger pages by.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape<'a> {
@@ -461,11 +456,10 @@ impl CheckedQuery {
     }
 
     /// The whole window in one ordered pass (a cursor's or a stepping statement's query): every
-    /// row of the window, NULL keys excluded, in (clock, key) order, each carrying
-    /// [`TIE_COLUMN`], true when SQL finds it equal on (clock, key) to the row before it
-    /// (`lag` over the same order, compared with `=` as the columns' types and collations
-    /// compare), so pages cut only where SQL says a run of equal rows ends. On SQLite the
-    /// normalised clock ([`SQLITE_CLOCK_COLUMN`]) comes before it.
+    /// row of the window, NULL keys excluded, in (clock, key) order. On SQLite the normalised
+    /// clock ([`SQLITE_CLOCK_COLUMN`]) comes last. Pages cut this pass only between rows whose
+    /// clocks differ or whose keys differ in a type with exact equality (see
+    /// `source::window`), so rows SQL finds equal on (clock, key) are never split.
     pub fn window_sql(&self, shape: Shape<'_>, window: Window, mode: Placeholders) -> Rendered {
         let mut b = Builder::new(self.dialect, mode, window);
         let inner = self.inner(&mut b);
@@ -475,24 +469,10 @@ impl CheckedQuery {
             .chain(keys.iter().cloned())
             .collect::<Vec<_>>()
             .join(", ");
-        let tie = std::iter::once(&clock)
-            .chain(keys.iter())
-            .map(|c| format!("{c} = lag({c}) OVER (ORDER BY {tuple})"))
-            .collect::<Vec<_>>()
-            .join(" AND ");
-        let tie = format!(
-            "COALESCE({tie}, {}) AS {}",
-            if self.dialect == Dialect::Postgres {
-                "false"
-            } else {
-                "0"
-            },
-            self.dialect.quote_ident(TIE_COLUMN)
-        );
         let select = match self.dialect {
-            Dialect::Postgres | Dialect::Mysql => format!("t.*, {tie}"),
+            Dialect::Postgres | Dialect::Mysql => "t.*".to_string(),
             Dialect::Sqlite => format!(
-                "t.*, {clock} AS {}, {tie}",
+                "t.*, {clock} AS {}",
                 self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
             ),
         };

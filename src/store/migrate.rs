@@ -76,9 +76,9 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
     // 12 is reserved (another branch's migration).
     (
         13,
-        "clock_counts",
-        include_str!("../../migrations/postgres/0013_clock_counts.sql"),
-        include_str!("../../migrations/sqlite/0013_clock_counts.sql"),
+        "what_is_new",
+        include_str!("../../migrations/postgres/0013_what_is_new.sql"),
+        include_str!("../../migrations/sqlite/0013_what_is_new.sql"),
     ),
 ];
 

@@ -6,3 +6,4 @@ ALTER TABLE trigger_state ADD COLUMN null_clocks BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE trigger_state ADD COLUMN unreadable_clocks BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE trigger_state ADD COLUMN unreadable_clock_value TEXT;
 ALTER TABLE trigger_state ADD COLUMN unreadable_clock_key TEXT;
+
