@@ -357,6 +357,43 @@ pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Resul
         clock: &trigger.event_time,
         key: &trigger.key,
     };
+    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    if dialect != sql_guard::Dialect::Mysql {
+        let pass = query
+            .window_sql(shape, window, sql_guard::Placeholders::Inline)
+            .sql;
+        print_window_header(
+            name,
+            &def.name,
+            dialect,
+            query.names_window(),
+            &trigger.event_time,
+            since,
+            now,
+        );
+        println!("-- rows with a NULL key are counted, not read");
+        if dialect == sql_guard::Dialect::Postgres {
+            println!(
+                "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch",
+                def.page_size
+            );
+            println!("DECLARE rowfire_window NO SCROLL CURSOR FOR {pass};");
+            println!(
+                "FETCH FORWARD {} FROM rowfire_window;",
+                def.page_size.max(1)
+            );
+        } else {
+            println!(
+                "\n-- the window in one pass, in {order} order: one statement stepping across pages of {} rows",
+                def.page_size
+            );
+            println!("{pass};");
+        }
+        println!(
+            "\n-- a page ends only between rows at different instants or whose keys differ in a type whose equality is identity, so rows equal on {order} are never split"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let inline = |slice| {
         query
             .page_sql(shape, window, slice, sql_guard::Placeholders::Inline)
@@ -379,13 +416,15 @@ pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Resul
         after: None,
         upto: Some(&symbolic),
     });
-    println!("-- trigger {name} on source {} ({dialect})", def.name);
-    if query.names_window() {
-        println!("-- window {since} → {now}, bound to the query's own :since and :until");
-    } else {
-        println!("-- window {since} ≤ {} < {now}", trigger.event_time);
-    }
-    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    print_window_header(
+        name,
+        &def.name,
+        dialect,
+        query.names_window(),
+        &trigger.event_time,
+        since,
+        now,
+    );
     println!("-- rows with a NULL key are counted, not paged");
     println!(
         "\n-- 1. where the first page ends: the row {} rows in, in {order} order",
@@ -400,4 +439,22 @@ pub(crate) fn explain(name: &str, file: &Path, days: u32, clock: Clock) -> Resul
         "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row"
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first lines of `explain`: the trigger, its source and the window read.
+fn print_window_header(
+    trigger: &str,
+    source: &str,
+    dialect: sql_guard::Dialect,
+    names_window: bool,
+    clock: &str,
+    since: jiff::Timestamp,
+    now: jiff::Timestamp,
+) {
+    println!("-- trigger {trigger} on source {source} ({dialect})");
+    if names_window {
+        println!("-- window {since} → {now}, bound to the query's own :since and :until");
+    } else {
+        println!("-- window {since} ≤ {clock} < {now}");
+    }
 }

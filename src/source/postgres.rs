@@ -82,60 +82,101 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
-/// Reads one rendered statement's rows (a page, or a cursor's fetch).
+/// Reads one rendered statement's rows (a page, or a cursor's fetch), decoding each row as it
+/// arrives, so decoding overlaps the server producing the rest.
 pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    let pg_rows = session
-        .fetch_bounded(rendered, max_bytes)
-        .await
-        .map_err(|e| match e {
-            PgFail::Sql(e) => FetchError::Sql(e),
-            PgFail::Deadline => FetchError::Deadline,
-        })?
-        .ok_or(FetchError::TooLarge { limit: max_bytes })?;
-    let Some(first) = pg_rows.first() else {
-        return Ok(Fetched::empty());
-    };
-    let cols = first.columns();
-    let width = cols.len();
-    let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
-    let types: Vec<Option<String>> = cols
-        .iter()
-        .map(|c| Some(c.type_info().name().to_string()))
-        .collect();
-    let kinds = cols
-        .iter()
-        .map(|c| {
-            kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
-                column: c.name().to_string(),
-                type_name: c.type_info().name().to_string(),
+    let mut decoder: Option<Decoder> = None;
+    let mut rows = Vec::new();
+    let mut failed: Option<FetchError> = None;
+    let read = session
+        .fetch_each(rendered, max_bytes, |r| {
+            let step = (|| {
+                if decoder.is_none() {
+                    decoder = Some(Decoder::new(r, shape)?);
+                }
+                let d = decoder.as_ref().expect("set above");
+                rows.push(d.row(r)?);
+                Ok::<_, FetchError>(())
+            })();
+            step.map_err(|e| {
+                failed = Some(e);
+                sqlx::Error::Protocol("decoding stopped".into())
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let (clock, key) = positions(&columns, shape, &types);
-    let mut rows = Vec::with_capacity(pg_rows.len());
-    for r in &pg_rows {
-        let mut values = Vec::with_capacity(width);
-        for (i, k) in kinds.iter().enumerate() {
-            values.push(decode(r, i, *k)?);
-        }
-        let clock_at = values[clock.0].as_timestamp();
-        rows.push(Row {
-            columns: columns.clone(),
-            values,
-            clock: clock_at,
-        });
+        .await;
+    if let Some(e) = failed {
+        return Err(e);
     }
+    let within = read.map_err(|e| match e {
+        PgFail::Sql(e) => FetchError::Sql(e),
+        PgFail::Deadline => FetchError::Deadline,
+    })?;
+    if !within {
+        return Err(FetchError::TooLarge { limit: max_bytes });
+    }
+    let Some(d) = decoder else {
+        return Ok(Fetched::empty());
+    };
     Ok(Fetched {
         rows,
         sort_clocks: None,
-        clock,
-        key,
+        clock: d.clock,
+        key: d.key,
     })
+}
+
+/// How a statement's rows decode: column names shared by every row, each column's kind, and
+/// where the clock and key are.
+struct Decoder {
+    columns: Arc<[String]>,
+    kinds: Vec<decode::Kind>,
+    clock: super::window::ColumnAt,
+    key: Vec<super::window::ColumnAt>,
+}
+
+impl Decoder {
+    fn new(first: &sqlx::postgres::PgRow, shape: Shape<'_>) -> Result<Decoder, FetchError> {
+        let cols = first.columns();
+        let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
+        let types: Vec<Option<String>> = cols
+            .iter()
+            .map(|c| Some(c.type_info().name().to_string()))
+            .collect();
+        let kinds = cols
+            .iter()
+            .map(|c| {
+                kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
+                    column: c.name().to_string(),
+                    type_name: c.type_info().name().to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (clock, key) = positions(&columns, shape, &types);
+        Ok(Decoder {
+            columns,
+            kinds,
+            clock,
+            key,
+        })
+    }
+
+    fn row(&self, r: &sqlx::postgres::PgRow) -> Result<Row, FetchError> {
+        let mut values = Vec::with_capacity(self.kinds.len());
+        for (i, k) in self.kinds.iter().enumerate() {
+            values.push(decode(r, i, *k)?);
+        }
+        let clock = values[self.clock.0].as_timestamp();
+        Ok(Row {
+            columns: self.columns.clone(),
+            values,
+            clock,
+        })
+    }
 }
 
 /// The cursor a PostgreSQL read declares for its one pass over the window.
