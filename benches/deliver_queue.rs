@@ -188,9 +188,47 @@ async fn check(url: &str, receiver: &Receiver, expected: i64) -> bool {
     sent == expected && attempts == expected && lost == 0 && duplicates == 0 && strangers == 0
 }
 
+/// Samples `pg_stat_activity` of the database at `url` every 20 ms until `stop` turns true:
+/// per sample, each backend but its own that is not idle, by what it waits on (`CPU` when it
+/// waits on nothing), and how many connections are open. Returns the tallies, most seen first,
+/// with the number of samples and the mean count of connections.
+async fn sample_waits(
+    url: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (Vec<(String, u64)>, u64, f64) {
+    let mut c = PgConnection::connect(&url).await.unwrap();
+    let mut tally: std::collections::HashMap<String, u64> = Default::default();
+    let (mut samples, mut connections) = (0u64, 0u64);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let rows = sqlx::query(
+            "SELECT CASE WHEN state = 'idle' THEN 'idle' ELSE coalesce(wait_event_type || ':' || wait_event, 'CPU') END AS w, count(*) AS n
+             FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+             GROUP BY 1",
+        )
+        .fetch_all(&mut c)
+        .await
+        .unwrap();
+        samples += 1;
+        for r in rows {
+            let (w, n): (String, i64) = (r.get(0), r.get(1));
+            connections += n as u64;
+            if w != "idle" {
+                *tally.entry(w).or_default() += n as u64;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut tally: Vec<_> = tally.into_iter().collect();
+    tally.sort_by_key(|t| std::cmp::Reverse(t.1));
+    (tally, samples, connections as f64 / samples.max(1) as f64)
+}
+
 /// Drains every due delivery with `workers` senders at once; seconds and the summed report.
+/// Prints what PostgreSQL's backends waited on meanwhile (sampled every 20 ms).
 async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f64) {
     let senders = senders(url, key, workers).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
     let (own0, busy0) = cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
@@ -208,6 +246,17 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     }
     let secs = started.elapsed().as_secs_f64();
     let (own1, busy1) = cpu_seconds();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (waits, samples, connections) = sampler.await.unwrap();
+    let shown: Vec<String> = waits
+        .iter()
+        .take(6)
+        .map(|(w, n)| format!("{w} {:.2}", *n as f64 / samples.max(1) as f64))
+        .collect();
+    println!(
+        "    PostgreSQL backends, mean per sample over {samples} samples: {connections:.1} connections; active by wait: {}",
+        shown.join(", ")
+    );
     (secs, total, own1 - own0, (busy1 - busy0) - (own1 - own0))
 }
 

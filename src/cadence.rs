@@ -254,17 +254,32 @@ pub fn encode_values(values: &[&Value]) -> String {
     out
 }
 
+/// Appends `s` as a JSON string, exactly as `serde_json` writes it: text with nothing to
+/// escape (no quote, backslash or control character) is copied as it is, without an allocation.
+fn push_quoted(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&serde_json::Value::String(s.to_owned()).to_string());
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
+}
+
 fn encode_one(out: &mut String, v: &Value) {
+    use std::fmt::Write as _;
     let quoted = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
         // `{:?}` keeps a trailing `.0`, so the float 1.0 never meets the integer 1.
         Value::Float(f) if f.is_finite() => out.push_str(&format!("{f:?}")),
         Value::Float(f) => out.push_str(&format!("{{\"float\":{}}}", quoted(&f.to_string()))),
         Value::Decimal(d) => out.push_str(d),
-        Value::Text(s) => out.push_str(&quoted(s)),
+        Value::Text(s) => push_quoted(out, s),
         Value::Timestamp(ts) => out.push_str(&quoted(&ts.to_string())),
         Value::Date(d) => out.push_str(&quoted(&d.to_string())),
         Value::Json(j) => out.push_str(&format!("{{\"json\":{j}}}")),

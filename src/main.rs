@@ -115,6 +115,7 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
             delivery_lease,
             trigger_lease,
             metrics,
+            count_clocks_every,
         } => {
             let opts = worker::WorkerOptions {
                 metrics,
@@ -124,6 +125,7 @@ async fn run(cli: Cli, mut config: Config) -> Result<ExitCode> {
                 poll_only,
                 delivery_lease,
                 trigger_lease,
+                count_clocks_every,
             };
             worker::worker(&config, opts).await
         }

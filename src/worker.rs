@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     /// How long a trigger lease lasts; polls renew it as they work, and a worker that dies is
     /// taken over within it.
     pub trigger_lease: SignedDuration,
+    /// How often a poll counts a trigger's NULL and unreadable clocks over its whole query
+    /// (at most once per this interval per trigger; see [`poll::DEFAULT_CLOCK_COUNT_EVERY`]).
+    pub count_clocks_every: SignedDuration,
     /// Which addresses outbound requests may reach.
     pub egress: Policy,
     /// Opens credentials and stored source DSNs, or why it cannot.
@@ -64,6 +67,7 @@ impl WorkerConfig {
             listen: true,
             delivery_lease: sender::Config::default().lease,
             trigger_lease: poll::DEFAULT_LEASE,
+            count_clocks_every: poll::DEFAULT_CLOCK_COUNT_EVERY,
             egress: config.egress.clone().map_err(WorkerError::Egress)?,
             master_key: config.master_key.clone(),
             dsn: None,
@@ -152,7 +156,8 @@ impl Worker {
         let pollers = (0..concurrency)
             .map(|_| {
                 let poller = Poller::new(store.clone(), me.id.clone(), clock.clone(), dsn.clone())
-                    .with_lease(config.trigger_lease);
+                    .with_lease(config.trigger_lease)
+                    .with_clock_count_every(config.count_clocks_every);
                 match &config.metrics {
                     Some(m) => poller.with_metrics(m.clone()),
                     None => poller,

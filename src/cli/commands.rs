@@ -166,6 +166,11 @@ pub(crate) enum Command {
         /// Serve /metrics (Prometheus text format) on this address, e.g. 127.0.0.1:9464.
         #[arg(long, value_parser = super::serve::parse_listen)]
         metrics: Option<std::net::SocketAddr>,
+        /// How often a trigger's rows with a NULL or unreadable clock are counted over its whole
+        /// query (0s to 7d; 0s counts on every poll). Polls read only their window; between
+        /// counts they report the last one and when it was taken.
+        #[arg(long, default_value = "1h", value_parser = parse_count_clocks_every)]
+        count_clocks_every: jiff::SignedDuration,
     },
     /// Move a trigger's watermark back N days so the next poll re-reads them (the ledger stops
     /// re-sends).
@@ -545,6 +550,20 @@ pub(crate) fn parse_now(s: &str) -> Result<Timestamp, String> {
         ));
     }
     Ok(at)
+}
+
+/// `--count-clocks-every`: a duration from zero to 7 days.
+pub(crate) fn parse_count_clocks_every(s: &str) -> Result<SignedDuration, String> {
+    let max = SignedDuration::from_hours(24 * 7);
+    let every: SignedDuration = s
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration; use 0s, 15m or 1h"))?;
+    if every.is_negative() || every > max {
+        return Err(format!(
+            "--count-clocks-every must be from 0s to {max:#}, found {s}"
+        ));
+    }
+    Ok(every)
 }
 
 /// `--trigger-lease`: a duration from [`rowfire::poll::MIN_LEASE`] to [`rowfire::poll::MAX_LEASE`].

@@ -26,6 +26,7 @@ pub(crate) struct WorkerOptions {
     pub delivery_lease: SignedDuration,
     pub trigger_lease: SignedDuration,
     pub metrics: Option<std::net::SocketAddr>,
+    pub count_clocks_every: SignedDuration,
 }
 
 /// `rowfire worker`: runs until ctrl-c or SIGTERM, or with `--once` polls and sends once.
@@ -55,6 +56,7 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         listen: !opts.poll_only,
         delivery_lease: opts.delivery_lease,
         trigger_lease: opts.trigger_lease,
+        count_clocks_every: opts.count_clocks_every,
         workspace: config.workspace()?.clone(),
         ..WorkerConfig::from_config(config)?
     };

@@ -47,6 +47,39 @@ pub fn planned_sql(
         clock: &trigger.event_time,
         key: &trigger.key,
     };
+    let mut out = format!("-- trigger {name} on source {} ({dialect})\n", def.name);
+    if query.names_window() {
+        out.push_str(&format!(
+            "-- window {since} → {now}, bound to the query's own :since and :until\n"
+        ));
+    } else {
+        out.push_str(&format!(
+            "-- window {since} ≤ {} < {now}\n",
+            trigger.event_time
+        ));
+    }
+    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
+    if dialect != Dialect::Mysql {
+        // PostgreSQL and SQLite read the window in one ordered pass.
+        let pass = query.window_sql(shape, window, Placeholders::Inline).sql;
+        out.push_str("-- rows with a NULL key are counted, not read\n");
+        if dialect == Dialect::Postgres {
+            out.push_str(&format!(
+                "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch\nDECLARE rowfire_window NO SCROLL CURSOR FOR {pass};\nFETCH FORWARD {} FROM rowfire_window;\n",
+                def.page_size,
+                def.page_size.max(1)
+            ));
+        } else {
+            out.push_str(&format!(
+                "\n-- the window in one pass, in {order} order: one statement stepping across pages of {} rows\n{pass};\n",
+                def.page_size
+            ));
+        }
+        out.push_str(&format!(
+            "\n-- a page ends only between rows at different instants or whose keys differ in a type whose equality is identity, so rows equal on {order} are never split\n"
+        ));
+        return Ok(out);
+    }
     let inline = |slice| {
         query
             .page_sql(shape, window, slice, Placeholders::Inline)
@@ -69,18 +102,6 @@ pub fn planned_sql(
         after: None,
         upto: Some(&symbolic),
     });
-    let mut out = format!("-- trigger {name} on source {} ({dialect})\n", def.name);
-    if query.names_window() {
-        out.push_str(&format!(
-            "-- window {since} → {now}, bound to the query's own :since and :until\n"
-        ));
-    } else {
-        out.push_str(&format!(
-            "-- window {since} ≤ {} < {now}\n",
-            trigger.event_time
-        ));
-    }
-    let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
     out.push_str("-- rows with a NULL key are counted, not paged\n");
     out.push_str(&format!(
         "\n-- 1. where the first page ends: the row {} rows in, in {order} order\n{probe};\n",

@@ -35,7 +35,8 @@ use crate::telemetry;
 pub use report::{PollReport, PollStatus, RulePoll};
 pub(crate) use state::reconcile;
 pub use state::{
-    Lease, Settle, TriggerState, due_now, lease_due, list, release_all, renew, rewind, settle,
+    ClockCounts, Lease, Settle, TriggerState, due_now, lease_due, list, release_all, renew, rewind,
+    settle,
 };
 
 /// Default trigger lease, renewed while the poll works.
@@ -46,6 +47,11 @@ pub const MIN_LEASE: SignedDuration = SignedDuration::from_secs(1);
 pub const MAX_LEASE: SignedDuration = SignedDuration::from_hours(1);
 /// A poll logs its progress every this many pages.
 pub const PROGRESS_EVERY_PAGES: u64 = 10;
+/// How often a poll counts, over the trigger's whole query, the rows no window holds (NULL
+/// clocks, and unreadable ones on SQLite): at most once per this interval per trigger, since
+/// the count reads the whole table. In between, polls report the last count and when it was
+/// taken ([`PollReport::clocks_counted_at`]).
+pub const DEFAULT_CLOCK_COUNT_EVERY: SignedDuration = SignedDuration::from_hours(1);
 /// How soon a failed poll is retried.
 pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
@@ -120,6 +126,7 @@ pub struct Poller {
     clock: Clock,
     lease_for: SignedDuration,
     style: ClaimStyle,
+    count_clocks_every: SignedDuration,
     dsn: DsnResolver,
     sources: Mutex<HashMap<(String, String), Source>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -134,6 +141,7 @@ impl Poller {
             clock,
             lease_for: DEFAULT_LEASE,
             style: ClaimStyle::Batched,
+            count_clocks_every: DEFAULT_CLOCK_COUNT_EVERY,
             dsn,
             sources: Mutex::new(HashMap::new()),
             metrics: None,
@@ -157,6 +165,23 @@ impl Poller {
     pub fn with_lease(mut self, lease: SignedDuration) -> Poller {
         self.lease_for = lease.clamp(MIN_LEASE, MAX_LEASE);
         self
+    }
+
+    /// Counts NULL and unreadable clocks over a trigger's whole query at most once per `every`
+    /// (instead of [`DEFAULT_CLOCK_COUNT_EVERY`]); zero counts on every poll.
+    pub fn with_clock_count_every(mut self, every: SignedDuration) -> Poller {
+        self.count_clocks_every = every.max(SignedDuration::ZERO);
+        self
+    }
+
+    /// What the sources this poller has read were sent, by kind, summed over its sources
+    /// (tests count statements with it).
+    #[doc(hidden)]
+    pub async fn source_statements(&self) -> crate::source::Statements {
+        let cache = self.sources.lock().await;
+        cache
+            .values()
+            .fold(Default::default(), |sum, s| sum + s.statements())
     }
 
     /// The trigger lease this poller takes.
@@ -299,6 +324,8 @@ impl Poller {
             null_keys: 0,
             null_clocks: 0,
             unreadable_clocks: Default::default(),
+            clocks_counted_at: None,
+            clocks_recounted: false,
             rules: Vec::new(),
             sweeps: Vec::new(),
             status: PollStatus::Ok,
@@ -313,12 +340,21 @@ impl Poller {
                 next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
+                clock_counts: report
+                    .clocks_counted_at
+                    .filter(|_| report.clocks_recounted)
+                    .map(|counted_at| ClockCounts {
+                        counted_at,
+                        null_clocks: report.null_clocks,
+                        unreadable: report.unreadable_clocks.clone(),
+                    }),
             },
             Ok(None) => Settle {
                 watermark: None,
                 next_poll_at: crate::store::later(now, lease.poll_interval),
                 error: None,
                 now,
+                clock_counts: None,
             },
             Err(Halt::LeaseLost) => {
                 report.status = PollStatus::LeaseLost;
@@ -329,6 +365,7 @@ impl Poller {
                     next_poll_at: now,
                     error: None,
                     now,
+                    clock_counts: None,
                 }
             }
             Err(Halt::Stopping) => {
@@ -338,6 +375,7 @@ impl Poller {
                     next_poll_at: now,
                     error: None,
                     now,
+                    clock_counts: None,
                 }
             }
             Err(Halt::Failed(message)) => {
@@ -348,6 +386,7 @@ impl Poller {
                     next_poll_at: crate::store::later(now, retry),
                     error: Some(message),
                     now,
+                    clock_counts: None,
                 }
             }
         };

@@ -70,6 +70,18 @@ impl Poller {
             .count_null_keys(&query, shape, window)
             .await
             .map_err(|e| e.to_string())?;
+        // NULL and unreadable clocks lie in no window: counting them reads the whole query, so
+        // it is done at most once per interval per trigger, and the last count reported between.
+        let now = self.clock.now();
+        let last = lease.clock_counts.as_ref().filter(|c| {
+            c.counted_at <= now && c.counted_at.duration_until(now) < self.count_clocks_every
+        });
+        if let Some(last) = last {
+            report.null_clocks = last.null_clocks;
+            report.unreadable_clocks = last.unreadable.clone();
+            report.clocks_counted_at = Some(last.counted_at);
+            return Ok(());
+        }
         report.null_clocks = source
             .count_null_clocks(&query, shape, window)
             .await
@@ -78,6 +90,8 @@ impl Poller {
             .count_unreadable_clocks(&query, shape, window)
             .await
             .map_err(|e| e.to_string())?;
+        report.clocks_counted_at = Some(now);
+        report.clocks_recounted = true;
         Ok(())
     }
 

@@ -56,6 +56,12 @@ pub struct PollReport {
     pub null_clocks: u64,
     /// Rows whose clock is not a time (whole query), with one of them.
     pub unreadable_clocks: crate::source::UnreadableClocks,
+    /// When `null_clocks` and `unreadable_clocks` were counted: by this poll, or by an earlier
+    /// one less than the count interval ago (a poll reads only its window; see
+    /// [`super::DEFAULT_CLOCK_COUNT_EVERY`]). `None` when nothing was read.
+    pub clocks_counted_at: Option<jiff::Timestamp>,
+    /// True when this poll counted them.
+    pub clocks_recounted: bool,
     /// Per rule.
     pub rules: Vec<RulePoll>,
     /// The sweeps of time-anchored rules this poll ran: per rule, what it did or why it failed
@@ -98,6 +104,8 @@ impl PollReport {
             null_keys = self.null_keys,
             null_clocks = self.null_clocks,
             unreadable_clocks = self.unreadable_clocks.rows,
+            clocks_counted_at = self.clocks_counted_at.map(tracing::field::display),
+            clocks_recounted = self.clocks_recounted,
             status,
             reason,
             settled = self.settled,
@@ -149,9 +157,16 @@ impl fmt::Display for PollReport {
             }
         }
         if self.null_keys + self.null_clocks + self.unreadable_clocks.rows > 0 {
+            // Clocks are counted over the whole query, at most once per interval: say when.
+            let counted = match (self.clocks_recounted, self.clocks_counted_at) {
+                (false, Some(at)) if self.null_clocks + self.unreadable_clocks.rows > 0 => {
+                    format!(" (clocks as counted at {at})")
+                }
+                _ => String::new(),
+            };
             writeln!(
                 f,
-                "  not fired: {} row(s) with a NULL key, {} with a NULL clock, {} with an unreadable clock",
+                "  not fired: {} row(s) with a NULL key, {} with a NULL clock, {} with an unreadable clock{counted}",
                 self.null_keys, self.null_clocks, self.unreadable_clocks.rows
             )?;
         }

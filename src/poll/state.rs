@@ -8,7 +8,10 @@ use crate::definitions::{Definitions, limits};
 use crate::store::WorkspaceId;
 
 mod look;
-use crate::store::{DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all};
+use crate::source::{UnreadableClocks, UnreadableExample};
+use crate::store::{
+    DbTime, Engine, Store, StoreError, StoreRow, StoreTx, Unscoped, execute, fetch_all,
+};
 pub use look::due_counts;
 pub(crate) use look::next_due;
 
@@ -134,7 +137,9 @@ pub(crate) async fn reconcile(
         if existing.iter().any(|(name, _)| *name == t.name) {
             execute!(
                 &mut *tx,
-                "UPDATE trigger_state SET source_name = $3, checksum = $4, lookback_ms = $5, poll_interval_ms = $6, removed_at = NULL WHERE workspace_id = $1 AND trigger_name = $2",
+                "UPDATE trigger_state SET source_name = $3, checksum = $4, lookback_ms = $5, poll_interval_ms = $6, removed_at = NULL,
+                     clocks_counted_at = CASE WHEN checksum = $4 THEN clocks_counted_at ELSE NULL END
+                 WHERE workspace_id = $1 AND trigger_name = $2",
                 [
                     workspace,
                     &t.name,
@@ -267,6 +272,46 @@ pub struct Lease {
     /// Why the trigger cannot be polled as stored (an out-of-range watermark or origin), with
     /// the command that repairs it; the poll fails with it and nothing is read.
     pub problem: Option<String>,
+    /// The last count of its rows no window holds (NULL or unreadable clocks), if there is one
+    /// since the trigger last changed.
+    pub clock_counts: Option<ClockCounts>,
+}
+
+/// A count of a trigger's rows that no window can hold, over its whole query: rows whose clock
+/// is NULL, and (SQLite) rows whose clock is not a time. A poll refreshes it at most once per
+/// interval ([`super::DEFAULT_CLOCK_COUNT_EVERY`]) and otherwise reports the last one, with its
+/// age; a backtest always counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockCounts {
+    /// When it was counted.
+    pub counted_at: Timestamp,
+    /// Rows with a NULL clock.
+    pub null_clocks: u64,
+    /// Rows whose clock is not a time, with one of them.
+    pub unreadable: UnreadableClocks,
+}
+
+impl ClockCounts {
+    /// Reads the stored count from a `trigger_state` row (`None` when none was taken, or the
+    /// instant cannot be read).
+    fn stored(r: &StoreRow<'_>) -> Result<Option<ClockCounts>, sqlx::Error> {
+        let Some(counted_at) = optional_time(r.try_get::<Option<DbTime>, _>("clocks_counted_at"))
+        else {
+            return Ok(None);
+        };
+        let value: Option<String> = r.try_get("unreadable_clock_value")?;
+        let key: Option<String> = r.try_get("unreadable_clock_key")?;
+        Ok(Some(ClockCounts {
+            counted_at,
+            null_clocks: r.try_get::<i64, _>("null_clocks")?.max(0) as u64,
+            unreadable: UnreadableClocks {
+                rows: r.try_get::<i64, _>("unreadable_clocks")?.max(0) as u64,
+                example: value
+                    .zip(key)
+                    .map(|(clock, key)| UnreadableExample { clock, key }),
+            },
+        }))
+    }
 }
 
 const LEASE_PG: &str = "WITH due AS MATERIALIZED (
@@ -275,7 +320,8 @@ const LEASE_PG: &str = "WITH due AS MATERIALIZED (
         ORDER BY next_poll_at LIMIT 1 FOR UPDATE SKIP LOCKED)
     UPDATE trigger_state AS t SET lease_owner = $1, lease_expires_at = $3, lease_ms = $4, fencing_token = t.fencing_token + 1
     FROM due WHERE t.workspace_id = due.workspace_id AND t.trigger_name = due.trigger_name
-    RETURNING t.workspace_id, t.trigger_name, t.fencing_token, t.watermark, t.origin, t.lookback_ms, t.poll_interval_ms";
+    RETURNING t.workspace_id, t.trigger_name, t.fencing_token, t.watermark, t.origin, t.lookback_ms, t.poll_interval_ms,
+        t.clocks_counted_at, t.null_clocks, t.unreadable_clocks, t.unreadable_clock_value, t.unreadable_clock_key";
 
 // SQLite runs one writer at a time (BEGIN IMMEDIATE), so the selection needs no row locks.
 const LEASE_SQLITE: &str = "WITH due AS MATERIALIZED (
@@ -284,7 +330,8 @@ const LEASE_SQLITE: &str = "WITH due AS MATERIALIZED (
         ORDER BY next_poll_at LIMIT 1)
     UPDATE trigger_state SET lease_owner = $1, lease_expires_at = $3, lease_ms = $4, fencing_token = fencing_token + 1
     WHERE (workspace_id, trigger_name) IN (SELECT workspace_id, trigger_name FROM due)
-    RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms";
+    RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms,
+        clocks_counted_at, null_clocks, unreadable_clocks, unreadable_clock_value, unreadable_clock_key";
 
 /// Leases the most overdue trigger of any workspace, in a short transaction of its own. This is
 /// one of the few statements that finds work before knowing whose it is.
@@ -330,6 +377,7 @@ pub async fn lease_due(
                         limits::MAX_POLL_INTERVAL,
                     ),
                     expires_at,
+                    clock_counts: ClockCounts::stored(r)?,
                     trigger,
                     problem,
                 })
@@ -360,7 +408,8 @@ pub async fn lease_named(
             "UPDATE trigger_state SET lease_owner = $3, lease_expires_at = $5, lease_ms = $6, fencing_token = fencing_token + 1
              WHERE workspace_id = $1 AND trigger_name = $2 AND removed_at IS NULL
                AND (lease_expires_at IS NULL OR lease_expires_at <= $4)
-             RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms",
+             RETURNING workspace_id, trigger_name, fencing_token, watermark, origin, lookback_ms, poll_interval_ms,
+                 clocks_counted_at, null_clocks, unreadable_clocks, unreadable_clock_value, unreadable_clock_key",
             [
                 workspace,
                 trigger,
@@ -389,6 +438,7 @@ pub async fn lease_named(
                         limits::MAX_POLL_INTERVAL,
                     ),
                     expires_at,
+                    clock_counts: ClockCounts::stored(r)?,
                     trigger,
                     problem,
                 })
@@ -468,16 +518,26 @@ pub struct Settle {
     pub error: Option<String>,
     /// When the poll ended.
     pub now: Timestamp,
+    /// A fresh count of the rows no window holds, to keep until the next one (`None` keeps the
+    /// stored count).
+    pub clock_counts: Option<ClockCounts>,
 }
 
 /// Releases a lease with its outcome. Returns false, changing nothing, when the lease was taken
 /// over (its fencing token is no longer current): a stale worker's settle is a no-op.
 pub async fn settle(store: &Store, lease: &Lease, outcome: &Settle) -> Result<bool, StoreError> {
+    let counts = outcome.clock_counts.as_ref();
+    let example = counts.and_then(|c| c.unreadable.example.as_ref());
     let mut tx = store.begin(&lease.workspace).await?;
     let changed = execute!(
         &mut tx,
         "UPDATE trigger_state SET watermark = COALESCE($4, watermark), next_poll_at = $5, last_error = $6, last_polled_at = $7,
-             lease_owner = NULL, lease_expires_at = NULL
+             lease_owner = NULL, lease_expires_at = NULL,
+             clocks_counted_at = COALESCE($8, clocks_counted_at),
+             null_clocks = COALESCE($9, null_clocks),
+             unreadable_clocks = COALESCE($10, unreadable_clocks),
+             unreadable_clock_value = CASE WHEN $9 IS NULL THEN unreadable_clock_value ELSE $11 END,
+             unreadable_clock_key = CASE WHEN $9 IS NULL THEN unreadable_clock_key ELSE $12 END
          WHERE workspace_id = $1 AND trigger_name = $2 AND fencing_token = $3",
         [
             &lease.workspace,
@@ -486,7 +546,12 @@ pub async fn settle(store: &Store, lease: &Lease, outcome: &Settle) -> Result<bo
             outcome.watermark.map(DbTime),
             DbTime(outcome.next_poll_at),
             outcome.error.as_deref(),
-            DbTime(outcome.now)
+            DbTime(outcome.now),
+            counts.map(|c| DbTime(c.counted_at)),
+            counts.map(|c| c.null_clocks as i64),
+            counts.map(|c| c.unreadable.rows as i64),
+            example.map(|e| e.clock.as_str()),
+            example.map(|e| e.key.as_str())
         ]
     )
     .map_err(|e| store.error(e))?;

@@ -87,7 +87,13 @@ pub(super) enum Pool {
 pub(super) enum Session {
     Postgres(postgres::PgSession),
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    /// A SQLite read once its one statement steps (it owns the transaction).
+    SqliteStream(sqlite::SqliteStream),
+    /// A PostgreSQL read once its cursor is declared (its task owns the session).
+    PostgresStream(postgres::PgStream),
     Mysql(mysql::MySession),
+    /// Only while a SQLite read hands its transaction to its stepping statement.
+    Moved,
 }
 
 impl Pool {
@@ -232,11 +238,76 @@ impl Session {
             Session::Postgres(session) => {
                 postgres::fetch(session, rendered, shape, source.page_bytes).await
             }
-            Session::Sqlite(tx) => {
-                sqlite::fetch(tx, rendered, shape, source.timeout, source.page_bytes).await
-            }
+            Session::Sqlite(_) => Err(not_paged()),
             Session::Mysql(session) => {
                 mysql::fetch(session, rendered, shape, source.page_bytes).await
+            }
+            Session::SqliteStream(_) | Session::PostgresStream(_) | Session::Moved => {
+                Err(not_paged())
+            }
+        }
+    }
+
+    /// Whether the engine reads a window in one ordered pass ([`Session::start`], then
+    /// [`Session::next_rows`]) rather than in probe-bounded pages ([`Session::fetch`]).
+    pub(super) fn one_pass(&self) -> bool {
+        !matches!(self, Session::Mysql(_))
+    }
+
+    /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL a
+    /// `NO SCROLL` cursor declared in the read-only transaction, on SQLite the statement
+    /// stepping in a task that owns the transaction.
+    pub(super) async fn start(
+        &mut self,
+        source: &Source,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+    ) -> Result<(), FetchError> {
+        match self {
+            Session::Postgres(_) => {
+                let Session::Postgres(session) = std::mem::replace(self, Session::Moved) else {
+                    unreachable!("matched above");
+                };
+                *self = Session::PostgresStream(postgres::PgStream::start(
+                    session,
+                    rendered,
+                    shape,
+                    source.page_size.max(1),
+                    source.page_bytes,
+                ));
+                Ok(())
+            }
+            Session::Sqlite(_) => {
+                let Session::Sqlite(tx) = std::mem::replace(self, Session::Moved) else {
+                    unreachable!("matched above");
+                };
+                *self = Session::SqliteStream(sqlite::SqliteStream::start(
+                    tx,
+                    rendered,
+                    shape,
+                    source.timeout,
+                ));
+                Ok(())
+            }
+            Session::SqliteStream(_)
+            | Session::PostgresStream(_)
+            | Session::Mysql(_)
+            | Session::Moved => Err(not_paged()),
+        }
+    }
+
+    /// The next `rows` rows of the one pass (fewer at the window's end), their values within
+    /// `max_bytes`, each with its tie flag.
+    pub(super) async fn next_rows(
+        &mut self,
+        rows: usize,
+        max_bytes: usize,
+    ) -> Result<Fetched, FetchError> {
+        match self {
+            Session::PostgresStream(stream) => stream.next().await,
+            Session::SqliteStream(stream) => stream.next(rows, max_bytes).await,
+            Session::Postgres(_) | Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => {
+                Err(not_paged())
             }
         }
     }
@@ -248,7 +319,17 @@ impl Session {
             Session::Sqlite(tx) => {
                 let _ = tx.rollback().await;
             }
+            Session::SqliteStream(stream) => stream.finish().await,
+            Session::PostgresStream(stream) => stream.finish().await,
             Session::Mysql(session) => session.close().await,
+            Session::Moved => {}
         }
     }
+}
+
+/// A read asked of a session in the wrong state (a bug, reported rather than a panic).
+fn not_paged() -> FetchError {
+    FetchError::Sql(sqlx::Error::Protocol(
+        "a window read was asked of a session that does not read it that way".into(),
+    ))
 }

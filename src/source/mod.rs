@@ -70,6 +70,46 @@ impl Column {
     }
 }
 
+/// How many statements a source was sent, by what they read (tests count them to show a poll
+/// reads only its window).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Statements {
+    /// Statements that read rows of a window only: pages (a cursor's declaration and each
+    /// fetch), NULL-key counts.
+    pub windowed: u64,
+    /// Statements that read the whole query, outside any window: NULL and unreadable clock
+    /// counts.
+    pub whole_query: u64,
+    /// Statements that read no row: the query's columns (`LIMIT 0`).
+    pub no_rows: u64,
+}
+
+impl std::ops::Add for Statements {
+    type Output = Statements;
+
+    fn add(self, other: Statements) -> Statements {
+        Statements {
+            windowed: self.windowed + other.windowed,
+            whole_query: self.whole_query + other.whole_query,
+            no_rows: self.no_rows + other.no_rows,
+        }
+    }
+}
+
+/// The running tally behind [`Statements`], shared by a source's clones.
+#[derive(Debug, Default)]
+struct Sent {
+    windowed: std::sync::atomic::AtomicU64,
+    whole_query: std::sync::atomic::AtomicU64,
+    no_rows: std::sync::atomic::AtomicU64,
+}
+
+impl Sent {
+    fn one(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A connected, read-only source.
 #[derive(Debug, Clone)]
 pub struct Source {
@@ -82,6 +122,7 @@ pub struct Source {
     page_size: usize,
     allow_functions: Vec<String>,
     pool: Pool,
+    sent: std::sync::Arc<Sent>,
 }
 
 /// The engine a DSN names, from its scheme (kept with [`Dialect`] in the guard).
@@ -144,6 +185,7 @@ impl Source {
             page_size: def.page_size,
             allow_functions: def.allow_functions.clone(),
             pool,
+            sent: Default::default(),
         })
     }
 
@@ -165,6 +207,17 @@ impl Source {
     /// Rows per page.
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    /// The statements this source (and its clones) was sent so far, by what they read.
+    #[doc(hidden)]
+    pub fn statements(&self) -> Statements {
+        use std::sync::atomic::Ordering::Relaxed;
+        Statements {
+            windowed: self.sent.windowed.load(Relaxed),
+            whole_query: self.sent.whole_query.load(Relaxed),
+            no_rows: self.sent.no_rows.load(Relaxed),
+        }
     }
 
     /// Checks a trigger's SQL in this source's dialect, admitting the functions the source
@@ -226,6 +279,7 @@ impl Source {
         window: Window,
     ) -> Result<Vec<Column>, SourceError> {
         let rendered = query.columns_sql(window);
+        Sent::one(&self.sent.no_rows);
         self.pool.columns(self, &rendered).await
     }
 
@@ -319,6 +373,7 @@ impl Source {
         shape: Shape<'_>,
         window: Window,
     ) -> Result<u64, SourceError> {
+        Sent::one(&self.sent.whole_query);
         self.count(&query.null_clock_count_sql(shape, window)).await
     }
 
@@ -334,6 +389,7 @@ impl Source {
         let Some(rendered) = query.unreadable_clock_sql(shape, window) else {
             return Ok(UnreadableClocks::default());
         };
+        Sent::one(&self.sent.whole_query);
         let Some((rows, values)) = self.pool.count_with_example(self, &rendered).await? else {
             return Ok(UnreadableClocks::default());
         };
@@ -354,6 +410,7 @@ impl Source {
         shape: Shape<'_>,
         window: Window,
     ) -> Result<u64, SourceError> {
+        Sent::one(&self.sent.windowed);
         self.count(&query.null_key_count_sql(shape, window)).await
     }
 

@@ -82,59 +82,211 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
+/// Reads one rendered statement's rows (a page, or a cursor's fetch), decoding each row as it
+/// arrives, so decoding overlaps the server producing the rest.
 pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    let pg_rows = session
-        .fetch_bounded(rendered, max_bytes)
-        .await
-        .map_err(|e| match e {
-            PgFail::Sql(e) => FetchError::Sql(e),
-            PgFail::Deadline => FetchError::Deadline,
-        })?
-        .ok_or(FetchError::TooLarge { limit: max_bytes })?;
-    let Some(first) = pg_rows.first() else {
-        return Ok(Fetched::empty());
-    };
-    let cols = first.columns();
-    let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
-    let types: Vec<Option<String>> = cols
-        .iter()
-        .map(|c| Some(c.type_info().name().to_string()))
-        .collect();
-    let kinds = cols
-        .iter()
-        .map(|c| {
-            kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
-                column: c.name().to_string(),
-                type_name: c.type_info().name().to_string(),
+    let mut decoder: Option<Decoder> = None;
+    let mut rows = Vec::new();
+    let mut failed: Option<FetchError> = None;
+    let read = session
+        .fetch_each(rendered, max_bytes, |r| {
+            let step = (|| {
+                if decoder.is_none() {
+                    decoder = Some(Decoder::new(r, shape)?);
+                }
+                let d = decoder.as_ref().expect("set above");
+                rows.push(d.row(r)?);
+                Ok::<_, FetchError>(())
+            })();
+            step.map_err(|e| {
+                failed = Some(e);
+                sqlx::Error::Protocol("decoding stopped".into())
             })
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    let (clock, key) = positions(&columns, shape, &types);
-    let mut rows = Vec::with_capacity(pg_rows.len());
-    for r in &pg_rows {
-        let values = kinds
-            .iter()
-            .enumerate()
-            .map(|(i, k)| decode(r, i, *k))
-            .collect::<Result<Vec<_>, _>>()?;
-        let clock_at = values[clock.0].as_timestamp();
-        rows.push(Row {
-            columns: columns.clone(),
-            values,
-            clock: clock_at,
-        });
+        .await;
+    if let Some(e) = failed {
+        return Err(e);
     }
+    let within = read.map_err(|e| match e {
+        PgFail::Sql(e) => FetchError::Sql(e),
+        PgFail::Deadline => FetchError::Deadline,
+    })?;
+    if !within {
+        return Err(FetchError::TooLarge { limit: max_bytes });
+    }
+    let Some(d) = decoder else {
+        return Ok(Fetched::empty());
+    };
     Ok(Fetched {
         rows,
         sort_clocks: None,
-        clock,
-        key,
+        clock: d.clock,
+        key: d.key,
     })
+}
+
+/// How a statement's rows decode: column names shared by every row, each column's kind, and
+/// where the clock and key are.
+struct Decoder {
+    columns: Arc<[String]>,
+    kinds: Vec<decode::Kind>,
+    clock: super::window::ColumnAt,
+    key: Vec<super::window::ColumnAt>,
+}
+
+impl Decoder {
+    fn new(first: &sqlx::postgres::PgRow, shape: Shape<'_>) -> Result<Decoder, FetchError> {
+        let cols = first.columns();
+        let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
+        let types: Vec<Option<String>> = cols
+            .iter()
+            .map(|c| Some(c.type_info().name().to_string()))
+            .collect();
+        let kinds = cols
+            .iter()
+            .map(|c| {
+                kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
+                    column: c.name().to_string(),
+                    type_name: c.type_info().name().to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (clock, key) = positions(&columns, shape, &types);
+        Ok(Decoder {
+            columns,
+            kinds,
+            clock,
+            key,
+        })
+    }
+
+    fn row(&self, r: &sqlx::postgres::PgRow) -> Result<Row, FetchError> {
+        let mut values = Vec::with_capacity(self.kinds.len());
+        for (i, k) in self.kinds.iter().enumerate() {
+            values.push(decode(r, i, *k)?);
+        }
+        let clock = values[self.clock.0].as_timestamp();
+        Ok(Row {
+            columns: self.columns.clone(),
+            values,
+            clock,
+        })
+    }
+}
+
+/// The cursor a PostgreSQL read declares for its one pass over the window.
+const CURSOR: &str = "rowfire_window";
+
+/// One ordered pass over a window on PostgreSQL: a `NO SCROLL` cursor declared in the read's
+/// read-only transaction and fetched a page at a time by a task that owns the session, one
+/// page ahead of the reader, so the server produces the next page while the caller claims this
+/// one. Each `FETCH` runs under the read's limits, set again before it. Finished, the session
+/// is rolled back and cleaned as every read is; dropped, its task is aborted and the
+/// connection closed.
+pub(super) struct PgStream {
+    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl PgStream {
+    /// Declares the cursor for `rendered` (a window statement) in `session` and starts
+    /// fetching `rows` at a time, each fetch within `max_bytes` of values.
+    pub(super) fn start(
+        session: PgSession,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+        rows: usize,
+        max_bytes: usize,
+    ) -> PgStream {
+        let (give, chunks) = tokio::sync::mpsc::channel(1);
+        let declare = Rendered {
+            sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
+            binds: rendered.binds.clone(),
+        };
+        let shape = (shape.clock.to_string(), shape.key.to_vec());
+        let task = tokio::spawn(async move {
+            let shape = Shape {
+                clock: &shape.0,
+                key: &shape.1,
+            };
+            stream(session, declare, shape, rows, max_bytes, give).await
+        });
+        PgStream {
+            chunks,
+            task: Some(task),
+        }
+    }
+
+    /// The next chunk of rows (fewer than asked at the window's end), each with its tie flag.
+    pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
+        // The reader stops asking after a short chunk (the window's end), so a stream that
+        // ends without one lost its task: an error, never a window cut short.
+        self.chunks
+            .recv()
+            .await
+            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Stops reading and waits until the session is rolled back and handed back (a fetch in
+    /// progress finishes first).
+    pub(super) async fn finish(mut self) {
+        self.chunks.close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for PgStream {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The fetching task: declares the cursor, then fetches chunk after chunk until the window
+/// ends, a fetch fails or the reader stops.
+async fn stream(
+    mut session: PgSession,
+    declare: Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+    give: tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>,
+) {
+    if let Err(e) = session.fetch_all(&declare).await {
+        let e = match e {
+            PgFail::Sql(e) => FetchError::Sql(e),
+            PgFail::Deadline => FetchError::Deadline,
+        };
+        let _ = give.send(Err(e)).await;
+        // Dropped, not closed: a failed read's connection is never reused.
+        return;
+    }
+    let next = Rendered {
+        sql: format!("FETCH FORWARD {rows} FROM {CURSOR}"),
+        binds: Vec::new(),
+    };
+    loop {
+        let chunk = fetch(&mut session, &next, shape, max_bytes).await;
+        let (failed, last) = match &chunk {
+            Ok(f) => (false, f.rows.len() < rows),
+            Err(_) => (true, true),
+        };
+        if give.send(chunk).await.is_err() || last {
+            if failed {
+                return;
+            }
+            break;
+        }
+    }
+    session.close().await;
 }
 
 /// The catalogue of the session's current schema, as its user sees it: columns from

@@ -165,65 +165,209 @@ fn value_bytes(v: &Value) -> usize {
     }
 }
 
-/// Reads one page, row by row as SQLite produces them, and stops with
-/// [`FetchError::TooLarge`] once the page's values pass `max_bytes`, before reading more.
-pub(super) async fn fetch(
-    tx: &mut sqlx::Transaction<'static, Sqlite>,
-    rendered: &Rendered,
-    shape: Shape<'_>,
+/// One ordered pass over a window on SQLite: one statement stepping across pages, driven by a
+/// task that owns the read's transaction and hands out a chunk of rows per request. Each chunk
+/// is read under the statement timeout (an interrupt armed for it, and a progress handler whose
+/// deadline moves with it), so the time a poll spends claiming between pages does not count.
+/// Dropping it ends the statement and rolls the read back.
+pub(super) struct SqliteStream {
+    asks: tokio::sync::mpsc::Sender<(usize, usize)>,
+    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SqliteStream {
+    /// A reader dropped halfway ends its statement at once: the task is aborted, and with it
+    /// the statement and the read's transaction.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The clock and key columns, owned, for the stepping task.
+#[derive(Clone)]
+struct OwnedShape {
+    clock: String,
+    key: Vec<String>,
+}
+
+impl SqliteStream {
+    /// Starts stepping `rendered` (a [`crate::sql_guard::CheckedQuery::window_sql`] statement)
+    /// inside `tx`.
+    pub(super) fn start(
+        tx: sqlx::Transaction<'static, Sqlite>,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+        timeout: Duration,
+    ) -> SqliteStream {
+        let (asks, asked) = tokio::sync::mpsc::channel(1);
+        let (give, chunks) = tokio::sync::mpsc::channel(1);
+        let shape = OwnedShape {
+            clock: shape.clock.to_string(),
+            key: shape.key.to_vec(),
+        };
+        let task = tokio::spawn(step(tx, rendered.clone(), shape, timeout, asked, give));
+        SqliteStream {
+            asks,
+            chunks,
+            task: Some(task),
+        }
+    }
+
+    /// The next `rows` rows (fewer at the window's end), within `max_bytes` of values.
+    pub(super) async fn next(
+        &mut self,
+        rows: usize,
+        max_bytes: usize,
+    ) -> Result<Fetched, FetchError> {
+        let gone = || FetchError::Sql(sqlx::Error::WorkerCrashed);
+        self.asks
+            .send((rows, max_bytes))
+            .await
+            .map_err(|_| gone())?;
+        self.chunks.recv().await.unwrap_or_else(|| Err(gone()))
+    }
+
+    /// Ends the statement and the read, and waits until the transaction is rolled back.
+    pub(super) async fn finish(mut self) {
+        self.chunks.close();
+        let (closed, _) = tokio::sync::mpsc::channel(1);
+        drop(std::mem::replace(&mut self.asks, closed));
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// The stepping task: answers each request with the next chunk, until the window ends, a chunk
+/// fails or the reader goes away; then ends the statement and rolls the read back.
+async fn step(
+    mut tx: sqlx::Transaction<'static, Sqlite>,
+    rendered: Rendered,
+    shape: OwnedShape,
     timeout: Duration,
-    max_bytes: usize,
-) -> Result<Fetched, FetchError> {
+    mut asked: tokio::sync::mpsc::Receiver<(usize, usize)>,
+    give: tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>,
+) {
     use futures_util::TryStreamExt as _;
 
-    let alarm = arm_timeout(tx, timeout).await?;
-    let mut stream = bound(rendered).fetch(&mut **tx);
-    let mut shared: Option<(Arc<[String]>, usize)> = None;
-    let mut rows = Vec::new();
-    let mut sort_clocks = Vec::new();
-    let mut bytes = 0usize;
-    while let Some(r) = stream.try_next().await? {
-        let (columns, width) = shared.get_or_insert_with(|| {
-            let cols = r.columns();
-            // The last column is Rowfire's normalised clock; callers see only the author's.
-            let width = cols.len().saturating_sub(1);
-            debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
-            (
-                cols[..width].iter().map(|c| c.name().to_string()).collect(),
-                width,
-            )
+    let far = || Instant::now() + Duration::from_secs(86_400);
+    let deadline = Arc::new(std::sync::Mutex::new(far()));
+    let interrupter = {
+        let mut handle = match tx.lock_handle().await {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = give.send(Err(FetchError::Sql(e))).await;
+                return;
+            }
+        };
+        let until = deadline.clone();
+        handle.set_progress_handler(1_000, move || {
+            Instant::now() < *until.lock().unwrap_or_else(|e| e.into_inner())
         });
-        let values = (0..*width)
-            .map(|i| decode(&r, i))
-            .collect::<Result<Vec<_>, _>>()?;
-        bytes += values.iter().map(value_bytes).sum::<usize>();
-        if bytes > max_bytes {
+        ffi_parts::Interrupter::new(handle.as_raw_handle())
+    };
+    let set_deadline = |at: Instant| *deadline.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    {
+        let mut stream = bound(&rendered).fetch(&mut *tx);
+        let mut columns: Option<(Arc<[String]>, usize)> = None;
+        while let Some((want, max_bytes)) = asked.recv().await {
+            set_deadline(Instant::now() + timeout);
+            let alarm = interrupter.arm(timeout);
+            let mut chunk = Chunk::default();
+            let read = async {
+                while chunk.rows.len() < want {
+                    let Some(r) = stream.try_next().await? else {
+                        chunk.last = true;
+                        break;
+                    };
+                    let (names, width) = columns.get_or_insert_with(|| {
+                        let cols = r.columns();
+                        // The last column is Rowfire's normalised clock.
+                        let width = cols.len().saturating_sub(1);
+                        debug_assert_eq!(cols[width].name(), SQLITE_CLOCK_COLUMN);
+                        (
+                            cols[..width].iter().map(|c| c.name().to_string()).collect(),
+                            width,
+                        )
+                    });
+                    chunk.push(&r, names, *width, max_bytes)?;
+                }
+                Ok::<_, FetchError>(())
+            }
+            .await;
+            drop(alarm);
+            set_deadline(far());
+            let done = read.is_err() || chunk.last;
+            let fetched = read.map(|()| chunk.into_fetched(columns.as_ref(), &shape));
+            if give.send(fetched).await.is_err() || done {
+                break;
+            }
+        }
+    }
+    if let Ok(mut handle) = tx.lock_handle().await {
+        handle.remove_progress_handler();
+    }
+    let _ = tx.rollback().await;
+}
+
+/// Rows read for one request.
+#[derive(Default)]
+struct Chunk {
+    rows: Vec<Row>,
+    bytes: usize,
+    last: bool,
+}
+
+impl Chunk {
+    /// Decodes one row (its author's columns, then the normalised clock), refusing it
+    /// with [`FetchError::TooLarge`] once the chunk's values pass `max_bytes`.
+    fn push(
+        &mut self,
+        r: &sqlx::sqlite::SqliteRow,
+        names: &Arc<[String]>,
+        width: usize,
+        max_bytes: usize,
+    ) -> Result<(), FetchError> {
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            values.push(decode(r, i)?);
+        }
+        self.bytes += values.iter().map(value_bytes).sum::<usize>();
+        if self.bytes > max_bytes {
             return Err(FetchError::TooLarge { limit: max_bytes });
         }
-        let sort_clock = decode(&r, *width)?;
+        let sort_clock = decode(r, width)?;
         let at = match sort_clock {
             Value::Int(us) => jiff::Timestamp::from_microsecond(us).ok(),
             _ => None,
         };
-        sort_clocks.push(sort_clock);
-        rows.push(Row {
-            columns: columns.clone(),
+        self.rows.push(Row {
+            columns: names.clone(),
             values,
             clock: at,
         });
+        Ok(())
     }
-    drop(stream);
-    drop(alarm);
-    let Some((columns, width)) = shared else {
-        return Ok(Fetched::empty());
-    };
-    let (clock, key) = positions(&columns, shape, &vec![None; width]);
-    Ok(Fetched {
-        rows,
-        sort_clocks: Some(sort_clocks),
-        clock,
-        key,
-    })
+
+    fn into_fetched(self, columns: Option<&(Arc<[String]>, usize)>, shape: &OwnedShape) -> Fetched {
+        let Some((names, width)) = columns else {
+            return Fetched::empty();
+        };
+        let shape = Shape {
+            clock: &shape.clock,
+            key: &shape.key,
+        };
+        let (clock, key) = positions(names, shape, &vec![None; *width]);
+        Fetched {
+            rows: self.rows,
+            sort_clocks: None,
+            clock,
+            key,
+        }
+    }
 }
 
 /// The catalogue of the database file: tables and views, their columns and declared types,

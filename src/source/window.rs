@@ -1,4 +1,13 @@
 //! Reading a window: page after page in one read-only snapshot, each page ending where SQL says.
+//!
+//! On PostgreSQL and SQLite a window is read in one ordered pass: one statement
+//! ([`CheckedQuery::window_sql`]) through a server-side cursor (`DECLARE … NO SCROLL CURSOR`
+//! in the read-only transaction, then `FETCH FORWARD page` at a time) or one SQLite statement
+//! stepping across pages. A page ends at the first row past the page size that can be told
+//! apart from the row before it for certain (another instant, or a key differing in a type
+//! whose equality is identity: see `inseparable`), so rows SQL finds equal are never split and
+//! no row is read twice; the rows after the cut wait for the next page. MySQL and MariaDB read probe-bounded pages: a one-row
+//! probe finds where each page ends and the page reads up to and including it.
 
 use crate::row::{Row, Value};
 use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slice, Window};
@@ -19,6 +28,14 @@ pub struct WindowReader<'a> {
     after: Option<Keyset>,
     done: bool,
     pages: u32,
+    /// One pass: whether the statement was started.
+    started: bool,
+    /// One pass: the statement has no more rows.
+    exhausted: bool,
+    /// One pass: rows read and not yet handed out, each with whether a page may not end just
+    /// before it.
+    held: Vec<Row>,
+    held_ties: Vec<bool>,
 }
 
 /// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
@@ -94,6 +111,10 @@ impl<'a> WindowReader<'a> {
             after: None,
             done: false,
             pages: 0,
+            started: false,
+            exhausted: false,
+            held: Vec::new(),
+            held_ties: Vec::new(),
         }
     }
 
@@ -104,8 +125,14 @@ impl<'a> WindowReader<'a> {
 
     async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
         let source = self.source;
+        super::Sent::one(&source.sent.windowed);
         let fetched = self.session.fetch(source, rendered, self.shape).await;
-        fetched.map_err(|e| match e {
+        fetched.map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, e: FetchError) -> SourceError {
+        let source = self.source;
+        match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
             FetchError::TooLarge { limit } => SourceError::Query {
@@ -121,17 +148,90 @@ impl<'a> WindowReader<'a> {
                 column,
                 type_name,
             },
-        })
+        }
     }
 
-    /// The next page, or `None` when the window is exhausted. A page ends at the row `page size`
-    /// rows in (found by a one-row probe) and includes every row SQL finds equal to it on
-    /// (clock, key), so no row is split across pages, skipped or read twice, whatever the
+    /// The next page, or `None` when the window is exhausted. A page holds at least `page size`
+    /// rows (fewer only at the window's end) and ends where a run of rows SQL finds equal on
+    /// (clock, key) ends, so no row is split across pages, skipped or read twice, whatever the
     /// column's collation or type.
     pub async fn next_page(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         if self.done {
             return Ok(None);
         }
+        if self.session.one_pass() {
+            return self.next_of_one_pass().await;
+        }
+        self.next_probed().await
+    }
+
+    /// The next page of the one ordered pass: rows are fetched a page at a time until a row
+    /// past the page size starts a new run of equal rows (or the window ends); the page ends
+    /// before it, and the rows after it wait for the next page.
+    async fn next_of_one_pass(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
+        let source = self.source;
+        let size = source.page_size.max(1);
+        if !self.started {
+            let rendered = self
+                .query
+                .window_sql(self.shape, self.window, Placeholders::Numbered);
+            super::Sent::one(&source.sent.windowed);
+            let started = self.session.start(source, &rendered, self.shape).await;
+            started.map_err(|e| self.failed(e))?;
+            self.started = true;
+        }
+        let cut = loop {
+            if let Some(cut) = (size..self.held_ties.len()).find(|&i| !self.held_ties[i]) {
+                break Some(cut);
+            }
+            if self.exhausted {
+                break None;
+            }
+            let held: usize = self.held.iter().map(row_bytes).sum();
+            let room = source.page_bytes.saturating_sub(held);
+            super::Sent::one(&source.sent.windowed);
+            let fetched = self.session.next_rows(size, room).await;
+            let fetched = fetched.map_err(|e| self.failed(e))?;
+            let more: usize = fetched.rows.iter().map(row_bytes).sum();
+            if held + more > source.page_bytes {
+                let limit = source.page_bytes;
+                return Err(self.failed(FetchError::TooLarge { limit }));
+            }
+            if fetched.rows.len() < size {
+                self.exhausted = true;
+            }
+            for row in fetched.rows {
+                let tied = self
+                    .held
+                    .last()
+                    .is_some_and(|before| inseparable(before, &row, &fetched.key));
+                self.held_ties.push(tied);
+                self.held.push(row);
+            }
+        };
+        let page = match cut {
+            Some(cut) => {
+                let rest = self.held.split_off(cut);
+                let rest_ties = self.held_ties.split_off(cut);
+                self.held_ties = rest_ties;
+                std::mem::replace(&mut self.held, rest)
+            }
+            None => {
+                self.held_ties.clear();
+                self.done = true;
+                std::mem::take(&mut self.held)
+            }
+        };
+        if page.is_empty() {
+            return Ok(None);
+        }
+        self.pages += 1;
+        Ok(Some(page))
+    }
+
+    /// The next probe-bounded page: it ends at the row `page size` rows in (found by a one-row
+    /// probe) and includes every row SQL finds equal to it on (clock, key).
+    async fn next_probed(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         let after = self.after.take();
         let probe = Slice::Boundary {
             after: after.as_ref(),
@@ -165,6 +265,39 @@ impl<'a> WindowReader<'a> {
     pub async fn finish(self) {
         self.session.finish().await
     }
+}
+
+/// Whether a page may not end between `before` and `row`, adjacent in (clock, key) order:
+/// when their clocks are the same instant and no key column tells them apart exactly. Clocks
+/// are times, equal in SQL exactly when they are the same instant; keys are told apart only by
+/// values whose equality is their identity (integers, booleans, times, dates, bytes), since
+/// text (under its collation), decimals (`1.1` and `1.10`), floats and JSON may be equal in SQL
+/// though they differ here. So rows SQL finds equal on (clock, key) are never split.
+fn inseparable(before: &Row, row: &Row, key: &[ColumnAt]) -> bool {
+    if before.clock != row.clock {
+        return false;
+    }
+    !key.iter()
+        .any(|(k, _)| match (&before.values[*k], &row.values[*k]) {
+            (Value::Int(a), Value::Int(b)) => a != b,
+            (Value::Bool(a), Value::Bool(b)) => a != b,
+            (Value::Timestamp(a), Value::Timestamp(b)) => a != b,
+            (Value::Date(a), Value::Date(b)) => a != b,
+            (Value::Bytes(a), Value::Bytes(b)) => a != b,
+            _ => false,
+        })
+}
+
+/// What a row's values hold in memory, roughly (text and bytes by their length, others 8).
+fn row_bytes(row: &Row) -> usize {
+    row.values
+        .iter()
+        .map(|v| match v {
+            Value::Text(s) | Value::Decimal(s) => s.len().max(8),
+            Value::Bytes(b) => b.len().max(8),
+            _ => 8,
+        })
+        .sum()
 }
 
 pub(crate) enum FetchError {

@@ -455,6 +455,41 @@ impl CheckedQuery {
         }
     }
 
+    /// The whole window in one ordered pass (a cursor's or a stepping statement's query): every
+    /// row of the window, NULL keys excluded, in (clock, key) order. On SQLite the normalised
+    /// clock ([`SQLITE_CLOCK_COLUMN`]) comes last. Pages cut this pass only between rows whose
+    /// clocks differ or whose keys differ in a type with exact equality (see
+    /// `source::window`), so rows SQL finds equal on (clock, key) are never split.
+    pub fn window_sql(&self, shape: Shape<'_>, window: Window, mode: Placeholders) -> Rendered {
+        let mut b = Builder::new(self.dialect, mode, window);
+        let inner = self.inner(&mut b);
+        let clock = self.clock_expr(shape.clock);
+        let keys = self.key_exprs(shape.key);
+        let tuple = std::iter::once(clock.clone())
+            .chain(keys.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let select = match self.dialect {
+            Dialect::Postgres | Dialect::Mysql => "t.*".to_string(),
+            Dialect::Sqlite => format!(
+                "t.*, {clock} AS {}",
+                self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
+            ),
+        };
+        let mut sql = format!(
+            "SELECT {select} FROM ({inner}) AS t WHERE {}",
+            self.window_predicate(&mut b, shape.clock)
+        );
+        for k in &keys {
+            sql.push_str(&format!(" AND {k} IS NOT NULL"));
+        }
+        sql.push_str(&format!(" ORDER BY {tuple}"));
+        Rendered {
+            sql,
+            binds: b.binds,
+        }
+    }
+
     /// Counts rows whose clock is NULL, over the unwindowed query (`:since`/`:until`, if named,
     /// still take the window). A clock that is there but cannot be read as a time is counted
     /// by [`CheckedQuery::unreadable_clock_sql`] instead.

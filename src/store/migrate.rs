@@ -79,6 +79,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0012_api_tokens.sql"),
         include_str!("../../migrations/sqlite/0012_api_tokens.sql"),
     ),
+    (
+        13,
+        "what_is_new",
+        include_str!("../../migrations/postgres/0013_what_is_new.sql"),
+        include_str!("../../migrations/sqlite/0013_what_is_new.sql"),
+    ),
 ];
 
 impl Store {

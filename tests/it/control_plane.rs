@@ -24,14 +24,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 12,
+                want: 13,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 12);
+    assert_eq!(store.migrate().await.unwrap(), 13);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

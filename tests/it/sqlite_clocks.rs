@@ -406,3 +406,107 @@ async fn a_poll_and_why_report_an_unreadable_clock_apart_from_null_clocks() {
         "{printed}"
     );
 }
+
+/// Polls one due trigger `event` at the clock's time and returns its report.
+async fn poll_event(poller: &Poller, store: &Store, clock: &Clock) -> poll::PollReport {
+    poll::due_now(store, WS, clock.now()).await.unwrap();
+    let reports = poller.poll_due().await.unwrap();
+    reports.into_iter().find(|r| r.trigger == "event").unwrap()
+}
+
+#[tokio::test]
+async fn a_poll_sends_no_statement_over_the_whole_query_between_two_counts_of_null_clocks() {
+    let lite = TestSqlite::new();
+    unreadable_source(&lite).await;
+    let control = TestSqlite::new();
+    let store = Store::open(&format!("{}?mode=rwc", control.url))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
+    let clock = Clock::fixed(now());
+    assert!(
+        poll::rewind(&store, WS, "event", SignedDuration::from_hours(48), now())
+            .await
+            .unwrap()
+    );
+    let url = lite.url.clone();
+    let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
+    let poller = Poller::new(store.clone(), "w1", clock.clone(), dsn);
+
+    // The first poll counts: one NULL clock and two unreadable ones, over the whole query.
+    let first = poll_event(&poller, &store, &clock).await;
+    assert_eq!((first.null_clocks, first.unreadable_clocks.rows), (1, 2));
+    assert!(first.clocks_recounted);
+    assert_eq!(first.clocks_counted_at, Some(now()));
+    let counted = poller.source_statements().await;
+    assert_eq!(counted.whole_query, 2, "{counted:?}");
+
+    // A new NULL clock arrives. Within the hour, polls read only their window and report the
+    // last count with when it was taken.
+    let mut c = SqliteConnection::connect(&lite.url).await.unwrap();
+    sqlx::query("INSERT INTO events (k, at) VALUES ('late', NULL)")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let mut before = counted;
+    for minutes in [10, 59] {
+        clock.set(now() + SignedDuration::from_mins(minutes));
+        let report = poll_event(&poller, &store, &clock).await;
+        let sent = poller.source_statements().await;
+        assert_eq!(
+            sent.whole_query, counted.whole_query,
+            "no statement over the whole query {minutes} min after the count: {sent:?}"
+        );
+        assert!(sent.windowed > before.windowed, "the window was read");
+        before = sent;
+        assert_eq!((report.null_clocks, report.unreadable_clocks.rows), (1, 2));
+        assert!(!report.clocks_recounted);
+        assert_eq!(report.clocks_counted_at, Some(now()));
+        let printed = report.to_string();
+        assert!(
+            printed.contains(&format!("(clocks as counted at {})", now())),
+            "{printed}"
+        );
+    }
+
+    // An hour after the count, the next poll counts again and finds the new NULL clock.
+    clock.set(now() + SignedDuration::from_mins(60));
+    let recount = poll_event(&poller, &store, &clock).await;
+    assert!(recount.clocks_recounted);
+    assert_eq!(
+        (recount.null_clocks, recount.unreadable_clocks.rows),
+        (2, 2)
+    );
+    assert_eq!(poller.source_statements().await.whole_query, 4);
+}
+
+#[tokio::test]
+async fn a_changed_trigger_counts_its_null_clocks_again_on_its_next_poll() {
+    let lite = TestSqlite::new();
+    unreadable_source(&lite).await;
+    let control = TestSqlite::new();
+    let store = Store::open(&format!("{}?mode=rwc", control.url))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
+    let clock = Clock::fixed(now());
+    let url = lite.url.clone();
+    let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
+    let poller = Poller::new(store.clone(), "w1", clock.clone(), dsn);
+    assert!(poll_event(&poller, &store, &clock).await.clocks_recounted);
+    clock.set(now() + SignedDuration::from_mins(5));
+    assert!(!poll_event(&poller, &store, &clock).await.clocks_recounted);
+
+    // The trigger now leaves out the unreadable rows: its next poll counts again.
+    let changed = DEFINITIONS.replace(
+        "sql: SELECT id, k, at FROM events",
+        "sql: SELECT id, k, at FROM events WHERE k NOT LIKE 'u%'",
+    );
+    push::push(&store, WS, &changed, clock.now()).await.unwrap();
+    clock.set(now() + SignedDuration::from_mins(6));
+    let report = poll_event(&poller, &store, &clock).await;
+    assert!(report.clocks_recounted);
+    assert_eq!((report.null_clocks, report.unreadable_clocks.rows), (1, 0));
+}

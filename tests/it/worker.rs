@@ -41,6 +41,7 @@ fn config(source_url: String, key: MasterKey) -> WorkerConfig {
         listen: true,
         delivery_lease: SignedDuration::from_secs(60),
         trigger_lease: rowfire::poll::DEFAULT_LEASE,
+        count_clocks_every: rowfire::poll::DEFAULT_CLOCK_COUNT_EVERY,
         egress: Policy::parse("127.0.0.1", false).unwrap(),
         master_key: Ok(key),
         dsn: Some(Arc::new(move |_| Some(source_url.clone()))),

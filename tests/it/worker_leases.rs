@@ -255,12 +255,14 @@ async fn a_worker_killed_mid_poll_is_taken_over_within_its_lease_and_its_late_se
         poll_interval: SignedDuration::from_mins(1),
         expires_at: now,
         problem: None,
+        clock_counts: None,
     };
     let late = Settle {
         watermark: Some(bogus),
         next_poll_at: bogus,
         error: Some("late".into()),
         now,
+        clock_counts: None,
     };
     assert!(!poll::settle(&store, &stale, &late).await.unwrap());
     // The heir finishes the window: every row fired once, none lost.

@@ -89,7 +89,8 @@ pub(super) fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::E
 
 /// Reads PostgreSQL's binary NUMERIC (base-10000 digit groups with a weight, a sign and a
 /// display scale) as plain decimal text with exactly the display scale: `1.10` stays `1.10`.
-/// Written here because the decimal crates' decoders drop the display scale.
+/// Written here because the decimal crates' decoders drop the display scale. The text is built
+/// in place: its one allocation is the value itself.
 fn numeric_text(bytes: &[u8]) -> Option<String> {
     let word = |i: usize| {
         bytes
@@ -107,38 +108,53 @@ fn numeric_text(bytes: &[u8]) -> Option<String> {
         0x0000 | 0x4000 => {}
         _ => return None,
     }
-    let digits: Vec<u16> = (0..ndigits)
-        .map(|k| word(8 + 2 * k))
-        .collect::<Option<_>>()?;
+    if bytes.len() < 8 + 2 * ndigits {
+        return None;
+    }
+    // Digit group `index` (0 is the most significant), zero past the stored ones.
     let group = |index: i32| {
         usize::try_from(index)
             .ok()
-            .and_then(|i| digits.get(i).copied())
+            .filter(|&i| i < ndigits)
+            .and_then(|i| word(8 + 2 * i))
             .unwrap_or(0)
     };
-    let mut text = if sign == 0x4000 {
-        String::from("-")
-    } else {
-        String::new()
+    let whole = usize::try_from(weight + 1).unwrap_or(1).max(1);
+    let mut text = String::with_capacity(1 + 4 * whole + 1 + dscale);
+    if sign == 0x4000 {
+        text.push('-');
+    }
+    let push4 = |text: &mut String, g: u16| {
+        for d in [g / 1000, g / 100 % 10, g / 10 % 10, g % 10] {
+            text.push(char::from(b'0' + d as u8));
+        }
     };
     if weight < 0 {
         text.push('0');
     } else {
-        text.push_str(&group(0).to_string());
+        // The first group without leading zeros, the rest four digits each.
+        let first = group(0);
+        let start = text.len();
+        push4(&mut text, first);
+        let zeros = text[start..]
+            .bytes()
+            .take(3)
+            .take_while(|&b| b == b'0')
+            .count();
+        text.drain(start..start + zeros);
         for w in 1..=weight {
-            text.push_str(&format!("{:04}", group(w)));
+            push4(&mut text, group(w));
         }
     }
     if dscale > 0 {
-        let mut fraction = String::new();
+        text.push('.');
+        let start = text.len();
         let mut index = weight + 1;
-        while fraction.len() < dscale {
-            fraction.push_str(&format!("{:04}", group(index)));
+        while text.len() - start < dscale {
+            push4(&mut text, group(index));
             index += 1;
         }
-        fraction.truncate(dscale);
-        text.push('.');
-        text.push_str(&fraction);
+        text.truncate(start + dscale);
     }
     Some(text)
 }

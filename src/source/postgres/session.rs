@@ -154,33 +154,37 @@ impl PgSession {
     }
 
     /// Runs a rendered statement and returns its rows, after setting the limits again.
-    pub(super) async fn fetch_all(&mut self, rendered: &Rendered) -> Result<Vec<PgRow>, PgFail> {
+    pub(in crate::source) async fn fetch_all(
+        &mut self,
+        rendered: &Rendered,
+    ) -> Result<Vec<PgRow>, PgFail> {
         self.relimit().await?;
         guarded!(self, |conn| bound(rendered).fetch_all(conn))
     }
 
-    /// Runs a rendered page statement after setting the limits again, reading its rows one by
-    /// one as they arrive: `Ok(None)` as soon as their values pass `max_bytes`, before more are
-    /// read (the session is then dropped, so its connection is closed, not drained).
-    pub(super) async fn fetch_bounded(
+    /// Runs a rendered statement after setting the limits again, handing each row to `each` as
+    /// it arrives (an error from `each` stops the read). False as soon as the rows' values pass
+    /// `max_bytes`, before more are read (the session is then dropped, so its connection is
+    /// closed, not drained).
+    pub(super) async fn fetch_each(
         &mut self,
         rendered: &Rendered,
         max_bytes: usize,
-    ) -> Result<Option<Vec<PgRow>>, PgFail> {
+        mut each: impl FnMut(&PgRow) -> Result<(), sqlx::Error>,
+    ) -> Result<bool, PgFail> {
         self.relimit().await?;
         guarded!(self, |conn| async move {
             use futures_util::TryStreamExt as _;
             let mut stream = bound(rendered).fetch(conn);
-            let mut rows = Vec::new();
             let mut bytes = 0usize;
             while let Some(row) = stream.try_next().await? {
                 bytes = bytes.saturating_add(row_bytes(&row));
                 if bytes > max_bytes {
-                    return Ok(None);
+                    return Ok(false);
                 }
-                rows.push(row);
+                each(&row)?;
             }
-            Ok(Some(rows))
+            Ok(true)
         })
     }
 

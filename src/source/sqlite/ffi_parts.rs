@@ -133,3 +133,24 @@ impl Drop for Alarm {
         self.timer.abort();
     }
 }
+
+/// A connection's handle kept to arm [`Alarm`]s on it while a statement steps across pages
+/// (the stepping task owns the connection, so it is open whenever an alarm is armed).
+pub(super) struct Interrupter(NonNull<ffi::sqlite3>);
+
+// SAFETY: the handle is only passed to `Alarm::set`, whose timer calls `sqlite3_interrupt`,
+// which SQLite allows from any thread while the connection is open; the task that owns the
+// connection holds this and drops every alarm before the connection.
+unsafe impl Send for Interrupter {}
+
+impl Interrupter {
+    /// Keeps `db`'s handle; the caller keeps the connection open while it is used.
+    pub(super) fn new(db: NonNull<ffi::sqlite3>) -> Interrupter {
+        Interrupter(db)
+    }
+
+    /// Arms an interrupt of the connection after `timeout`.
+    pub(super) fn arm(&self, timeout: Duration) -> Alarm {
+        Alarm::set(self.0, timeout)
+    }
+}
