@@ -58,7 +58,12 @@
       var mine = ++seq;
       if (!sql.value.trim()) { verdict.dataset.state = "empty"; verdict.className = "verdict empty"; verdict.textContent = "Type a SELECT; it is checked as you type."; return; }
       verdict.dataset.state = "pending"; verdict.className = "verdict pending"; verdict.textContent = "Checking…";
-      post(form.dataset.checkUrl, { sql: sql.value, source: form.dataset.source }).then(function (res) {
+      var picked = { sql: sql.value, source: form.dataset.source };
+      if ($("clock") && $("clock").value) {
+        picked.clock = $("clock").value;
+        picked.key = Array.prototype.map.call($("key").selectedOptions, function (o) { return o.value; });
+      }
+      post(form.dataset.checkUrl, picked).then(function (res) {
         if (mine !== seq) return;
         var v = res.body;
         if (!res.ok) { verdict.dataset.state = "refused"; verdict.className = "verdict refused"; verdict.textContent = problem(res); return; }
@@ -67,9 +72,11 @@
         verdict.textContent = v.ok ? "The guard admits this query; it returns " + v.columns.length + " column(s)." : v.reason;
         sql.setAttribute("aria-invalid", v.ok ? "false" : "true");
         if (v.ok) columns(v.columns);
+        if (v.ok && v.planned_sql && $("planned-sql")) $("planned-sql").textContent = v.planned_sql;
       }).catch(function () { if (mine === seq) verdict.textContent = "Could not reach the server to check."; });
     }
     sql.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(check, 250); });
+    ["clock", "key"].forEach(function (id) { if ($(id)) $(id).addEventListener("change", check); });
   }
 
   // Buttons that POST to the API and say what happened (run now, promote, demote, rewind).

@@ -127,7 +127,7 @@ pub async fn show(
         ))
         .at("name"));
     };
-    let verdict = check_sql(&state, &caller.workspace, &t.sql, &t.source)
+    let verdict = check_sql(&state, &caller.workspace, &t.sql, &t.source, None)
         .await
         .ok();
     let source = defs.source(&t.source);
@@ -161,7 +161,7 @@ pub async fn show(
             h2 { "Query" }
             (editor(&t.sql, &t.source, verdict.as_ref(), &t.event_time, &t.key))
             h2 { "The SQL a poll runs" }
-            p.muted { "As " code { "rowfire explain " (name) } " shows it, for a window of one day." }
+            p.muted { "As " code { "rowfire explain " (name) } " shows it, for a window of one day; it follows the query, clock and key as you change them." }
             pre id="planned-sql" { (planned) }
             h2 { "Rules on it" }
             @if t.rules.is_empty() { p.empty { "No rule subscribes to this trigger yet. " a href="/start" { "Get started" } " makes one." } }

@@ -179,6 +179,38 @@ async fn checking_a_query_as_it_is_typed_gives_the_guards_verdict_and_the_output
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["ok"], true, "{body}");
     insta::assert_json_snapshot!("triggers_check_ok", body);
+    assert_eq!(
+        body["planned_sql"],
+        serde_json::Value::Null,
+        "no clock picked, no plan"
+    );
+
+    // With a clock and a key picked, the SQL a poll would run, for the query as typed.
+    let picked = json!({
+        "sql": "SELECT id, account_id, attempted_at FROM payment_attempts",
+        "clock": "attempted_at",
+        "key": ["account_id"]
+    });
+    let (status, body) = json(s.post("/api/triggers/check", picked)).await;
+    assert_eq!(status, 200, "{body}");
+    let plan = body["planned_sql"].as_str().expect("a plan");
+    assert!(
+        plan.contains("payment_attempts") && plan.contains("attempted_at"),
+        "{plan}"
+    );
+    assert!(plan.contains("one pass"), "{plan}");
+    let unknown = json!({
+        "sql": "SELECT id, account_id, attempted_at FROM payment_attempts",
+        "clock": "no_such_column",
+        "key": ["account_id"]
+    });
+    let (_, body) = json(s.post("/api/triggers/check", unknown)).await;
+    assert_eq!(body["ok"], true);
+    assert_eq!(
+        body["planned_sql"],
+        serde_json::Value::Null,
+        "a clock not in the output: no plan"
+    );
 
     for refused in [
         "DELETE FROM accounts",

@@ -113,6 +113,13 @@ pub struct CheckQuery {
     /// The source it would read (default: the default source).
     #[serde(default)]
     pub source: Option<String>,
+    /// The clock column picked, for the SQL a poll would run (shown when it and every key
+    /// column are among the output columns).
+    #[serde(default)]
+    pub clock: Option<String>,
+    /// The key columns picked (at most 16).
+    #[serde(default)]
+    pub key: Vec<String>,
 }
 
 /// An output column of a query.
@@ -138,6 +145,9 @@ pub struct Verdict {
     pub dialect: String,
     /// The output columns and their types (empty unless ok).
     pub columns: Vec<ColumnOut>,
+    /// The SQL a poll of one day would run with the clock and key picked, as `rowfire explain`
+    /// prints it (when the query is ok and the clock and every key column are output columns).
+    pub planned_sql: Option<String>,
 }
 
 /// Checks `sql` on `source`: the guard first (nothing it refuses is run), then a `LIMIT 0` run
@@ -147,7 +157,9 @@ pub async fn check_sql(
     workspace: &WorkspaceId,
     sql: &str,
     source: &str,
+    plan: Option<(&str, &[String])>,
 ) -> ApiResult<Verdict> {
+    let source_name = source;
     if sql.len() > MAX_SQL_BYTES {
         return Err(ApiError::invalid(format!(
             "the query is {} bytes; a trigger's SQL is at most {MAX_SQL_BYTES}",
@@ -167,6 +179,7 @@ pub async fn check_sql(
         field: Some("sql".to_string()),
         dialect: source.dialect().to_string(),
         columns: Vec::new(),
+        planned_sql: None,
     };
     let query = match crate::sql_guard::check_allowing(sql, source.dialect(), &allowed) {
         Ok(query) => query,
@@ -183,6 +196,26 @@ pub async fn check_sql(
             reason: None,
             field: None,
             dialect: source.dialect().to_string(),
+            planned_sql: plan.and_then(|(clock, key)| {
+                let named = |n: &str| columns.iter().any(|c| c.name == n);
+                let picked = named(clock) && !key.is_empty() && key.iter().all(|k| named(k));
+                let def = defs.source(source_name)?;
+                picked.then(|| {
+                    let draft = crate::definitions::Trigger {
+                        name: "draft".to_string(),
+                        description: None,
+                        source: source_name.to_string(),
+                        sql: sql.to_string(),
+                        event_time: clock.to_string(),
+                        key: key.to_vec(),
+                        occurrence: Vec::new(),
+                        poll_interval: crate::definitions::DEFAULT_POLL_INTERVAL,
+                        lookback: SignedDuration::ZERO,
+                    };
+                    crate::explanation::plan::planned_sql(&draft, def, source.dialect(), now, 1)
+                        .unwrap_or_else(|e| e.to_string())
+                })
+            }),
             columns: columns
                 .into_iter()
                 .map(|c| ColumnOut {
@@ -208,8 +241,14 @@ pub async fn check(
     Body(body): Body<CheckQuery>,
 ) -> ApiResult<Json<Verdict>> {
     let source = body.source.as_deref().unwrap_or(DEFAULT_SOURCE);
+    if body.key.len() > 16 || body.key.iter().chain(&body.clock).any(|c| c.len() > 128) {
+        return Err(
+            ApiError::invalid("pick at most 16 key columns, each name at most 128 bytes").at("key"),
+        );
+    }
+    let plan = body.clock.as_deref().map(|c| (c, body.key.as_slice()));
     Ok(Json(
-        check_sql(&state, &caller.workspace, &body.sql, source).await?,
+        check_sql(&state, &caller.workspace, &body.sql, source, plan).await?,
     ))
 }
 
