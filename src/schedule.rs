@@ -42,8 +42,8 @@ pub struct SweepReport {
     pub too_late: u64,
     /// Rows that cannot be scheduled (NULL key or anchor).
     pub skipped: u64,
-    /// Sends that finished as they were written (expired), by integration and state (for
-    /// `/metrics`; not stored with the sweep).
+    /// Sends this sweep finished (expired when first found too late, cancelled), by
+    /// integration and state (for `/metrics`; not stored with the sweep).
     #[serde(skip)]
     pub enqueued: crate::outbox::Tally,
 }
@@ -289,7 +289,7 @@ pub async fn cancel_unseen(
             }
         }),
     );
-    let cancelled: HashSet<i64> = fetch_with_rows(
+    let cancelled: Vec<(i64, String)> = fetch_with_rows(
         tx,
         &rows,
         &[
@@ -299,12 +299,20 @@ pub async fn cancel_unseen(
         "UPDATE delivery SET status = 'cancelled', reason = u.r, unscheduled_at = $2, fencing_token = delivery.fencing_token + 1
          FROM u WHERE delivery.workspace_id = $1 AND delivery.id = u.i AND delivery.status = 'pending'
            AND (delivery.lease_expires_at IS NULL OR delivery.lease_expires_at <= $2)
-         RETURNING delivery.id",
-        |r| r.try_get::<i64, _>("id"),
+         RETURNING delivery.id, delivery.integration",
+        |r| Ok((r.try_get::<i64, _>("id")?, r.try_get::<String, _>("integration")?)),
     )
-    .await?
-    .into_iter()
-    .collect();
+    .await?;
+    for (_, integration) in &cancelled {
+        *report
+            .enqueued
+            .entry((
+                integration.clone(),
+                crate::outbox::DeliveryStatus::Cancelled.as_str(),
+            ))
+            .or_default() += 1;
+    }
+    let cancelled: HashSet<i64> = cancelled.into_iter().map(|(id, _)| id).collect();
     for (id, moved) in gone {
         match (cancelled.contains(&id), moved) {
             (false, _) => {}

@@ -47,6 +47,15 @@ async fn after_a_demo_run_the_fire_and_delivery_counters_equal_the_ledgers() {
     assert!(!reports.is_empty(), "the demo's triggers are due");
     let sender = made.sender(clock.clone()).with_metrics(metrics.clone());
     while sender.step().await.unwrap().claimed > 0 {}
+    // Fresh activity two minutes on: a meeting moved, one cancelled, one booked, so the next
+    // sweep cancels sends too, and the counters must count those where they finish.
+    clock.advance(jiff::SignedDuration::from_mins(2));
+    rowfire::fixture::simulate(&made.sample_url, clock.now(), 3)
+        .await
+        .unwrap();
+    let again = poller.poll_due().await.unwrap();
+    assert!(!again.is_empty(), "the triggers are due again");
+    while sender.step().await.unwrap().claimed > 0 {}
 
     let served = Served::on_with_metrics(made.store.clone(), Setup::default(), metrics).await;
     let response = served.get("/metrics").send().await.unwrap();
@@ -89,6 +98,10 @@ async fn after_a_demo_run_the_fire_and_delivery_counters_equal_the_ledgers() {
         deliveries.insert(key, r.get::<i64, _>("n") as f64);
     }
     assert!(!deliveries.is_empty(), "the demo run delivered");
+    assert!(
+        deliveries.keys().any(|k| k[1] == "cancelled"),
+        "the second sweep cancelled a send: {deliveries:?}"
+    );
     let counted = by_labels(
         &scrape,
         "rowfire_deliveries_total",

@@ -23,6 +23,17 @@ pub fn now() -> Timestamp {
         .expect("ROWFIRE_TEST_NOW must be an RFC 3339 instant such as 2027-11-29T12:00:00Z")
 }
 
+/// Whether the suite runs at its own fixed now (`ROWFIRE_TEST_NOW` unset). Snapshots of answers
+/// whose rows depend on the date (which rows fire first in a week, which messages are newest)
+/// are taken there; runs at a moved clock check the same answers' invariants instead.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the suite's own setting, not Rowfire's"
+)]
+pub fn at_the_default_now() -> bool {
+    std::env::var("ROWFIRE_TEST_NOW").is_err()
+}
+
 #[expect(
     clippy::disallowed_methods,
     reason = "the suite's own setting, not Rowfire's"
