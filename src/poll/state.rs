@@ -357,36 +357,42 @@ pub async fn lease_due(
                 DbTime(expires_at),
                 lease_for.as_millis() as i64
             ],
-            |r| {
-                let trigger: String = r.try_get("trigger_name")?;
-                let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
-                let origin = stored("origin", r.try_get::<DbTime, _>("origin"));
-                let problem = [&watermark, &origin]
-                    .into_iter()
-                    .find_map(|t| t.as_ref().err())
-                    .map(|what| repair_advice(&trigger, what));
-                Ok(Lease {
-                    workspace: r.try_get("workspace_id")?,
-                    worker: worker.to_string(),
-                    token: r.try_get("fencing_token")?,
-                    watermark: watermark.unwrap_or(now),
-                    origin: origin.unwrap_or(now),
-                    lookback: stored_interval(r.try_get("lookback_ms")?, limits::MAX_LOOKBACK),
-                    poll_interval: stored_interval(
-                        r.try_get("poll_interval_ms")?,
-                        limits::MAX_POLL_INTERVAL,
-                    ),
-                    expires_at,
-                    clock_counts: ClockCounts::stored(r)?,
-                    trigger,
-                    problem,
-                })
-            }
+            |r| lease_row(r, worker, now, expires_at)
         )?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(rows.into_iter().next())
     };
     leased.await.map_err(|e| store.error(e))
+}
+
+/// A lease as `RETURNING` gives it back: the trigger's state, with a stored instant out of range
+/// read as now and named in `problem`.
+fn lease_row(
+    r: &StoreRow<'_>,
+    worker: &str,
+    now: Timestamp,
+    expires_at: Timestamp,
+) -> Result<Lease, sqlx::Error> {
+    let trigger: String = r.try_get("trigger_name")?;
+    let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
+    let origin = stored("origin", r.try_get::<DbTime, _>("origin"));
+    let problem = [&watermark, &origin]
+        .into_iter()
+        .find_map(|t| t.as_ref().err())
+        .map(|what| repair_advice(&trigger, what));
+    Ok(Lease {
+        workspace: r.try_get("workspace_id")?,
+        worker: worker.to_string(),
+        token: r.try_get("fencing_token")?,
+        watermark: watermark.unwrap_or(now),
+        origin: origin.unwrap_or(now),
+        lookback: stored_interval(r.try_get("lookback_ms")?, limits::MAX_LOOKBACK),
+        poll_interval: stored_interval(r.try_get("poll_interval_ms")?, limits::MAX_POLL_INTERVAL),
+        expires_at,
+        clock_counts: ClockCounts::stored(r)?,
+        trigger,
+        problem,
+    })
 }
 
 /// Leases one named trigger of `workspace` now, whether or not it is due (`run now` from the API),
@@ -418,31 +424,7 @@ pub async fn lease_named(
                 DbTime(expires_at),
                 lease_for.as_millis() as i64
             ],
-            |r| {
-                let trigger: String = r.try_get("trigger_name")?;
-                let watermark = stored("watermark", r.try_get::<DbTime, _>("watermark"));
-                let origin = stored("origin", r.try_get::<DbTime, _>("origin"));
-                let problem = [&watermark, &origin]
-                    .into_iter()
-                    .find_map(|t| t.as_ref().err())
-                    .map(|what| repair_advice(&trigger, what));
-                Ok(Lease {
-                    workspace: r.try_get("workspace_id")?,
-                    worker: worker.to_string(),
-                    token: r.try_get("fencing_token")?,
-                    watermark: watermark.unwrap_or(now),
-                    origin: origin.unwrap_or(now),
-                    lookback: stored_interval(r.try_get("lookback_ms")?, limits::MAX_LOOKBACK),
-                    poll_interval: stored_interval(
-                        r.try_get("poll_interval_ms")?,
-                        limits::MAX_POLL_INTERVAL,
-                    ),
-                    expires_at,
-                    clock_counts: ClockCounts::stored(r)?,
-                    trigger,
-                    problem,
-                })
-            }
+            |r| lease_row(r, worker, now, expires_at)
         )?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(rows.into_iter().next())
