@@ -243,17 +243,7 @@ pub async fn fires(
         "SELECT id, rule_name, mode, dedup_key, dedup_bucket, clock, row_json, run_id, fired_at FROM fire \
          WHERE workspace_id = $1 AND rule_name = $2 AND ($3 = '' OR dedup_key = $3) ORDER BY clock, id",
         [workspace, rule, key.unwrap_or("")],
-        |r| Ok(Fire {
-            id: r.try_get("id")?,
-            rule: r.try_get("rule_name")?,
-            mode: r.try_get("mode")?,
-            key: r.try_get("dedup_key")?,
-            bucket: r.try_get("dedup_bucket")?,
-            clock: r.try_get::<DbTime, _>("clock")?.0,
-            row_json: r.try_get("row_json")?,
-            run_id: r.try_get("run_id")?,
-            fired_at: r.try_get::<DbTime, _>("fired_at")?.0,
-        })
+        |r| fire_row(r)
     )
 }
 
@@ -272,18 +262,23 @@ pub async fn recent(
          WHERE workspace_id = $1 AND id > $2 ORDER BY id {order} LIMIT $3"
         ),
         [workspace, after.unwrap_or(0), limit],
-        |r| Ok(Fire {
-            id: r.try_get("id")?,
-            rule: r.try_get("rule_name")?,
-            mode: r.try_get("mode")?,
-            key: r.try_get("dedup_key")?,
-            bucket: r.try_get("dedup_bucket")?,
-            clock: r.try_get::<DbTime, _>("clock")?.0,
-            row_json: r.try_get("row_json")?,
-            run_id: r.try_get("run_id")?,
-            fired_at: r.try_get::<DbTime, _>("fired_at")?.0,
-        })
+        |r| fire_row(r)
     )
+}
+
+/// A fire as the two listings select it.
+fn fire_row(r: &crate::store::StoreRow<'_>) -> Result<Fire, sqlx::Error> {
+    Ok(Fire {
+        id: r.try_get("id")?,
+        rule: r.try_get("rule_name")?,
+        mode: r.try_get("mode")?,
+        key: r.try_get("dedup_key")?,
+        bucket: r.try_get("dedup_bucket")?,
+        clock: r.try_get::<DbTime, _>("clock")?.0,
+        row_json: r.try_get("row_json")?,
+        run_id: r.try_get("run_id")?,
+        fired_at: r.try_get::<DbTime, _>("fired_at")?.0,
+    })
 }
 
 /// The dedup keys of `fires` that exist in the workspace, by fire id, in one statement.

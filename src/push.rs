@@ -10,8 +10,8 @@ use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, StoreTx, execute, fetch_all};
 use crate::{poll, rules};
 
-/// What a push did.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What a push did (the API answers it as is).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, utoipa::ToSchema)]
 pub struct PushSummary {
     /// The version now in force.
     pub version: i64,

@@ -56,38 +56,8 @@ pub struct Validation {
     pub problems: Vec<ProblemOut>,
 }
 
-/// What a push did, as `rowfire push` prints it.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Pushed {
-    /// The version now in force.
-    pub version: i64,
-    /// True when the document equals the version in force (no new version was stored).
-    pub unchanged: bool,
-    /// Triggers seen for the first time; their watermark starts now.
-    pub new_triggers: Vec<String>,
-    /// Triggers no longer defined.
-    pub removed_triggers: Vec<String>,
-    /// Rules seen for the first time (in shadow).
-    pub new_rules: Vec<String>,
-    /// Rules whose meaning changed, back in shadow.
-    pub changed_rules: Vec<String>,
-    /// Rules no longer defined; their ledger is kept.
-    pub tombstoned_rules: Vec<String>,
-}
-
-impl From<crate::push::PushSummary> for Pushed {
-    fn from(s: crate::push::PushSummary) -> Pushed {
-        Pushed {
-            version: s.version,
-            unchanged: s.unchanged,
-            new_triggers: s.new_triggers,
-            removed_triggers: s.removed_triggers,
-            new_rules: s.new_rules,
-            changed_rules: s.changed_rules,
-            tombstoned_rules: s.tombstoned_rules,
-        }
-    }
-}
+/// What a push did, as `rowfire push` prints it: the library's own summary.
+pub use crate::push::PushSummary as Pushed;
 
 /// The document's size, refused past the definitions limit.
 fn bounded(doc: &Document) -> ApiResult<&str> {
@@ -160,5 +130,5 @@ pub async fn push(
     let text = bounded(&doc)?;
     let summary =
         crate::push::push(&state.store, &caller.workspace, text, state.clock.now()).await?;
-    Ok(Json(summary.into()))
+    Ok(Json(summary))
 }

@@ -414,7 +414,7 @@ pub async fn create(
     let ws = &caller.workspace;
     let (_, text) = with_rule(&state, ws, &body).await?;
     let summary = crate::push::push(&state.store, ws, &text, state.clock.now()).await?;
-    Ok(Json(summary.into()))
+    Ok(Json(summary))
 }
 
 /// A draft rule to backtest before it is added.
