@@ -69,6 +69,9 @@ pub struct Simulator<'a> {
     /// Every key seen, numbered in the order first seen.
     keys: HashMap<String, u32, Fast>,
     occurrences: HashMap<String, Occurrences>,
+    /// The local day of the last row placed in a period ([start, next start) as instants) and
+    /// its bucket: rows come in clock order, so most rows fall in the day before them.
+    day: Option<(Timestamp, Timestamp, String)>,
 }
 
 /// The simulator's hasher: FxHash's multiply-and-rotate (as in rustc), much faster than SipHash
@@ -133,6 +136,7 @@ impl<'a> Simulator<'a> {
             claimed: Vec::new(),
             keys: HashMap::default(),
             occurrences: HashMap::new(),
+            day: None,
         }
     }
 
@@ -150,7 +154,13 @@ impl<'a> Simulator<'a> {
             Ok(k) => k,
             Err(skip) => return Outcome::Skipped(skip),
         };
-        let bucket = match self.cadence.place(clock, row) {
+        let placed = match self.cadence {
+            Cadence::OncePerPeriod { period, tz } => {
+                Ok(Placement::Bucket(self.period_bucket(*period, tz, clock)))
+            }
+            _ => self.cadence.place(clock, row),
+        };
+        let bucket = match placed {
             Err(skip) => return Outcome::Skipped(skip),
             Ok(Placement::Bucket(b)) => b,
             Ok(Placement::Occurrence) => {
@@ -193,6 +203,30 @@ impl<'a> Simulator<'a> {
                 Outcome::Fired { key, bucket }
             }
         }
+    }
+
+    /// The bucket [`Cadence::place`] gives `clock` in a period cadence, worked out once per
+    /// local day: a period's start depends only on the local date.
+    fn period_bucket(
+        &mut self,
+        period: cadence::Period,
+        tz: &jiff::tz::TimeZone,
+        clock: Timestamp,
+    ) -> String {
+        if let Some((start, end, bucket)) = &self.day
+            && *start <= clock
+            && clock < *end
+        {
+            return bucket.clone();
+        }
+        let bucket = period.start(tz, clock).to_string();
+        let zoned = clock.to_zoned(tz.clone());
+        let bounds = zoned.start_of_day().and_then(|start| {
+            let end = zoned.tomorrow()?.start_of_day()?;
+            Ok((start.timestamp(), end.timestamp()))
+        });
+        self.day = bounds.ok().map(|(start, end)| (start, end, bucket.clone()));
+        bucket
     }
 
     /// The key's number, given on first sight.
@@ -309,9 +343,10 @@ pub async fn run(
         }
     }
     report.pages = reader.pages();
+    // Rows with a NULL key are left out of every page; the reader counted them.
+    let null_keys = reader.null_keys().await;
     reader.finish().await;
-    // Rows with a NULL key are left out of every page (they cannot be paged by key); count them.
-    let null_keys = source.count_null_keys(&query, shape, read).await?;
+    let null_keys = null_keys?;
     report.null_key_rows += null_keys;
     report.rows_matched += null_keys;
     let null_clocks = source.count_null_clocks(&query, shape, read).await?;

@@ -61,8 +61,10 @@ pub fn planned_sql(
     let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
     if dialect != Dialect::Mysql {
         // PostgreSQL and SQLite read the window in one ordered pass.
-        let pass = query.window_sql(shape, window, Placeholders::Inline).sql;
-        out.push_str("-- rows with a NULL key are counted, not read\n");
+        let pass = query
+            .window_sql(shape, window, Placeholders::Inline, &[])
+            .sql;
+        out.push_str("-- rows with a NULL key are read and counted, never fired\n");
         if dialect == Dialect::Postgres {
             out.push_str(&format!(
                 "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch\nDECLARE rowfire_window NO SCROLL CURSOR FOR {pass};\nFETCH FORWARD {} FROM rowfire_window;\n",
@@ -78,6 +80,11 @@ pub fn planned_sql(
         out.push_str(&format!(
             "\n-- a page ends only between rows at different instants or whose keys differ in a type whose equality is identity, so rows equal on {order} are never split\n"
         ));
+        if dialect == Dialect::Postgres {
+            out.push_str(
+                "-- the read first describes the query's columns; key columns of a type a page cannot end between (text, numeric, …) are left out of the ORDER BY\n",
+            );
+        }
         return Ok(out);
     }
     let inline = |slice| {

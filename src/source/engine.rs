@@ -12,7 +12,7 @@ use sqlx::{MySqlPool, PgPool, SqlitePool};
 use super::window::{FetchError, Fetched};
 use super::{Column, Source, SourceError, mysql, postgres, sqlite};
 use crate::row::Value;
-use crate::sql_guard::{Dialect, Rendered, Shape};
+use crate::sql_guard::{CheckedQuery, Dialect, Rendered, Shape, Window};
 
 /// Why an engine could not connect.
 pub(super) enum ConnectError {
@@ -252,6 +252,24 @@ impl Session {
     /// [`Session::next_rows`]) rather than in probe-bounded pages ([`Session::fetch`]).
     pub(super) fn one_pass(&self) -> bool {
         !matches!(self, Session::Mysql(_))
+    }
+
+    /// Per key column, whether the one pass is ordered by it (after the clock): on PostgreSQL
+    /// only the columns whose type a page may be cut on, learned by describing the query in
+    /// the read (so the server does not sort by text under its collation for nothing); on the
+    /// other engines every key column.
+    pub(super) async fn sorted_keys(
+        &mut self,
+        query: &CheckedQuery,
+        shape: Shape<'_>,
+        window: Window,
+    ) -> Result<Vec<bool>, FetchError> {
+        match self {
+            Session::Postgres(session) => {
+                postgres::sorted_keys(session, &query.columns_sql(window), shape).await
+            }
+            _ => Ok(vec![true; shape.key.len()]),
+        }
     }
 
     /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL a

@@ -142,11 +142,13 @@ pub(super) async fn fetch(
             clock: clock_at,
         });
     }
+    let bytes = rows.iter().map(super::window::row_bytes).sum();
     Ok(Fetched {
         rows,
         sort_clocks: None,
         clock,
         key,
+        bytes,
     })
 }
 

@@ -92,6 +92,7 @@ pub(super) async fn fetch(
 ) -> Result<Fetched, FetchError> {
     let mut decoder: Option<Decoder> = None;
     let mut rows = Vec::new();
+    let mut bytes = 0usize;
     let mut failed: Option<FetchError> = None;
     let read = session
         .fetch_each(rendered, max_bytes, |r| {
@@ -100,8 +101,11 @@ pub(super) async fn fetch(
                     decoder = Some(Decoder::new(r, shape)?);
                 }
                 let d = decoder.as_ref().expect("set above");
-                rows.push(d.row(r)?);
-                Ok::<_, FetchError>(())
+                let row = d.row(r)?;
+                let size = super::window::row_bytes(&row);
+                bytes += size;
+                rows.push(row);
+                Ok::<_, FetchError>(size)
             })();
             step.map_err(|e| {
                 failed = Some(e);
@@ -127,7 +131,32 @@ pub(super) async fn fetch(
         sort_clocks: None,
         clock: d.clock,
         key: d.key,
+        bytes,
     })
+}
+
+/// Per key column, whether a window's one pass is ordered by it: only columns whose type a
+/// page can be cut on (see `decode::cuts`). The query's output columns are described in the
+/// read (parsed and planned, not run); a key column not found is ordered by, as before.
+pub(super) async fn sorted_keys(
+    session: &mut PgSession,
+    columns: &Rendered,
+    shape: Shape<'_>,
+) -> Result<Vec<bool>, FetchError> {
+    let described = session.describe(&columns.sql).await.map_err(|e| match e {
+        PgFail::Sql(e) => FetchError::Sql(e),
+        PgFail::Deadline => FetchError::Deadline,
+    })?;
+    Ok(shape
+        .key
+        .iter()
+        .map(|k| {
+            described
+                .iter()
+                .find(|c| &c.name == k)
+                .is_none_or(|c| decode::cuts(&c.type_name))
+        })
+        .collect())
 }
 
 /// How a statement's rows decode: column names shared by every row, each column's kind, and

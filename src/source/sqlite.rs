@@ -14,6 +14,7 @@ use sqlx::{
 };
 
 use super::engine::{ConnectError, open_pool};
+use super::window::value_bytes;
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
 use crate::sql_guard::{
@@ -154,15 +155,6 @@ fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error>
         "BLOB" => Value::Bytes(row.try_get_unchecked(i)?),
         _ => Value::Text(row.try_get_unchecked(i)?),
     })
-}
-
-/// What a decoded value holds in memory, roughly.
-fn value_bytes(v: &Value) -> usize {
-    match v {
-        Value::Text(s) | Value::Decimal(s) => s.len(),
-        Value::Bytes(b) => b.len(),
-        _ => 8,
-    }
 }
 
 /// One ordered pass over a window on SQLite: one statement stepping across pages, driven by a
@@ -366,6 +358,7 @@ impl Chunk {
             sort_clocks: None,
             clock,
             key,
+            bytes: self.bytes,
         }
     }
 }

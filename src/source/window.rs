@@ -36,6 +36,12 @@ pub struct WindowReader<'a> {
     /// before it.
     held: Vec<Row>,
     held_ties: Vec<bool>,
+    /// One pass: what the held rows' values take, by [`row_bytes`].
+    held_bytes: usize,
+    /// One pass: per key column, whether the pass is ordered by it (and so may cut on it).
+    sorted: Vec<bool>,
+    /// One pass: rows read with a NULL key column, dropped from the pages.
+    null_keys: u64,
 }
 
 /// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
@@ -50,6 +56,8 @@ pub(crate) struct Fetched {
     pub clock: ColumnAt,
     /// The key columns' indices and PostgreSQL types.
     pub key: Vec<ColumnAt>,
+    /// What the rows' values take in memory, by [`row_bytes`].
+    pub bytes: usize,
 }
 
 impl Fetched {
@@ -59,6 +67,7 @@ impl Fetched {
             sort_clocks: None,
             clock: (0, None),
             key: Vec::new(),
+            bytes: 0,
         }
     }
 
@@ -115,6 +124,9 @@ impl<'a> WindowReader<'a> {
             exhausted: false,
             held: Vec::new(),
             held_ties: Vec::new(),
+            held_bytes: 0,
+            sorted: Vec::new(),
+            null_keys: 0,
         }
     }
 
@@ -172,9 +184,17 @@ impl<'a> WindowReader<'a> {
         let source = self.source;
         let size = source.page_size.max(1);
         if !self.started {
-            let rendered = self
-                .query
-                .window_sql(self.shape, self.window, Placeholders::Numbered);
+            let sorted = self
+                .session
+                .sorted_keys(self.query, self.shape, self.window)
+                .await;
+            self.sorted = sorted.map_err(|e| self.failed(e))?;
+            let rendered = self.query.window_sql(
+                self.shape,
+                self.window,
+                Placeholders::Numbered,
+                &self.sorted,
+            );
             super::Sent::one(&source.sent.windowed);
             let started = self.session.start(source, &rendered, self.shape).await;
             started.map_err(|e| self.failed(e))?;
@@ -187,13 +207,13 @@ impl<'a> WindowReader<'a> {
             if self.exhausted {
                 break None;
             }
-            let held: usize = self.held.iter().map(row_bytes).sum();
+            let held = self.held_bytes;
             let room = source.page_bytes.saturating_sub(held);
             super::Sent::one(&source.sent.windowed);
             let fetched = self.session.next_rows(size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
-            let more: usize = fetched.rows.iter().map(row_bytes).sum();
-            if held + more > source.page_bytes {
+            self.held_bytes = held.saturating_add(fetched.bytes);
+            if self.held_bytes > source.page_bytes {
                 let limit = source.page_bytes;
                 return Err(self.failed(FetchError::TooLarge { limit }));
             }
@@ -201,10 +221,14 @@ impl<'a> WindowReader<'a> {
                 self.exhausted = true;
             }
             for row in fetched.rows {
+                if fetched.key.iter().any(|(k, _)| row.values[*k].is_null()) {
+                    self.null_keys += 1;
+                    continue;
+                }
                 let tied = self
                     .held
                     .last()
-                    .is_some_and(|before| inseparable(before, &row, &fetched.key));
+                    .is_some_and(|before| inseparable(before, &row, &fetched.key, &self.sorted));
                 self.held_ties.push(tied);
                 self.held.push(row);
             }
@@ -214,10 +238,12 @@ impl<'a> WindowReader<'a> {
                 let rest = self.held.split_off(cut);
                 let rest_ties = self.held_ties.split_off(cut);
                 self.held_ties = rest_ties;
+                self.held_bytes = rest.iter().map(row_bytes).sum();
                 std::mem::replace(&mut self.held, rest)
             }
             None => {
                 self.held_ties.clear();
+                self.held_bytes = 0;
                 self.done = true;
                 std::mem::take(&mut self.held)
             }
@@ -261,24 +287,40 @@ impl<'a> WindowReader<'a> {
         Ok(Some(page.rows))
     }
 
+    /// Rows of the window whose key has a NULL column: they are never in a page. Asked once the
+    /// window is read: the one pass counted them as it read them; probe-bounded pages leave
+    /// them out in SQL, so one more statement counts them.
+    pub async fn null_keys(&self) -> Result<u64, SourceError> {
+        if self.session.one_pass() {
+            return Ok(self.null_keys);
+        }
+        self.source
+            .count_null_keys(self.query, self.shape, self.window)
+            .await
+    }
+
     /// Ends the read-only snapshot.
     pub async fn finish(self) {
         self.session.finish().await
     }
 }
 
-/// Whether a page may not end between `before` and `row`, adjacent in (clock, key) order:
-/// when their clocks are the same instant and no key column tells them apart exactly. Clocks
-/// are times, equal in SQL exactly when they are the same instant; keys are told apart only by
-/// values whose equality is their identity (integers, booleans, times, dates, bytes), since
-/// text (under its collation), decimals (`1.1` and `1.10`), floats and JSON may be equal in SQL
-/// though they differ here. So rows SQL finds equal on (clock, key) are never split.
-fn inseparable(before: &Row, row: &Row, key: &[ColumnAt]) -> bool {
+/// Whether a page may not end between `before` and `row`, adjacent in the pass's order (the
+/// clock, then the key columns `sorted` marks): when their clocks are the same instant and no
+/// sorted key column tells them apart exactly. Clocks are times, equal in SQL exactly when they
+/// are the same instant; keys are told apart only by values whose equality is their identity
+/// (integers, booleans, times, dates, bytes), since text (under its collation), decimals (`1.1`
+/// and `1.10`), floats and JSON may be equal in SQL though they differ here; and only in
+/// columns the pass is ordered by, since only there is a run of equal values contiguous. So
+/// rows SQL finds equal on (clock, key) are never split.
+fn inseparable(before: &Row, row: &Row, key: &[ColumnAt], sorted: &[bool]) -> bool {
     if before.clock != row.clock {
         return false;
     }
     !key.iter()
-        .any(|(k, _)| match (&before.values[*k], &row.values[*k]) {
+        .enumerate()
+        .filter(|(i, _)| sorted.get(*i).copied().unwrap_or(true))
+        .any(|(_, (k, _))| match (&before.values[*k], &row.values[*k]) {
             (Value::Int(a), Value::Int(b)) => a != b,
             (Value::Bool(a), Value::Bool(b)) => a != b,
             (Value::Timestamp(a), Value::Timestamp(b)) => a != b,
@@ -289,15 +331,17 @@ fn inseparable(before: &Row, row: &Row, key: &[ColumnAt]) -> bool {
 }
 
 /// What a row's values hold in memory, roughly (text and bytes by their length, others 8).
-fn row_bytes(row: &Row) -> usize {
-    row.values
-        .iter()
-        .map(|v| match v {
-            Value::Text(s) | Value::Decimal(s) => s.len().max(8),
-            Value::Bytes(b) => b.len().max(8),
-            _ => 8,
-        })
-        .sum()
+pub(super) fn row_bytes(row: &Row) -> usize {
+    row.values.iter().map(value_bytes).sum()
+}
+
+/// What one decoded value holds in memory, roughly: text and bytes by their length, at least 8.
+pub(super) fn value_bytes(v: &Value) -> usize {
+    match v {
+        Value::Text(s) | Value::Decimal(s) => s.len().max(8),
+        Value::Bytes(b) => b.len().max(8),
+        _ => 8,
+    }
 }
 
 pub(crate) enum FetchError {

@@ -456,17 +456,32 @@ impl CheckedQuery {
     }
 
     /// The whole window in one ordered pass (a cursor's or a stepping statement's query): every
-    /// row of the window, NULL keys excluded, in (clock, key) order. On SQLite the normalised
-    /// clock ([`SQLITE_CLOCK_COLUMN`]) comes last. Pages cut this pass only between rows whose
-    /// clocks differ or whose keys differ in a type with exact equality (see
-    /// `source::window`), so rows SQL finds equal on (clock, key) are never split.
-    pub fn window_sql(&self, shape: Shape<'_>, window: Window, mode: Placeholders) -> Rendered {
+    /// row of the window (rows with a NULL key too: the reader counts and drops them, so no
+    /// second statement counts them), ordered by the clock and then by the key columns
+    /// `sorted` marks (one flag per key column; a missing flag counts as sorted). On SQLite the
+    /// normalised clock ([`SQLITE_CLOCK_COLUMN`]) comes last. Pages cut this pass only between
+    /// rows whose clocks differ or whose sorted key columns differ in a type with exact
+    /// equality (see `source::window`), so rows SQL finds equal on (clock, key) are never
+    /// split. Sorting by a key column pages cannot cut on (text under its collation, decimals)
+    /// would only cost the server a sort, so the reader leaves those out.
+    pub fn window_sql(
+        &self,
+        shape: Shape<'_>,
+        window: Window,
+        mode: Placeholders,
+        sorted: &[bool],
+    ) -> Rendered {
         let mut b = Builder::new(self.dialect, mode, window);
         let inner = self.inner(&mut b);
         let clock = self.clock_expr(shape.clock);
         let keys = self.key_exprs(shape.key);
         let tuple = std::iter::once(clock.clone())
-            .chain(keys.iter().cloned())
+            .chain(
+                keys.iter()
+                    .enumerate()
+                    .filter(|(i, _)| sorted.get(*i).copied().unwrap_or(true))
+                    .map(|(_, k)| k.clone()),
+            )
             .collect::<Vec<_>>()
             .join(", ");
         let select = match self.dialect {
@@ -480,9 +495,6 @@ impl CheckedQuery {
             "SELECT {select} FROM ({inner}) AS t WHERE {}",
             self.window_predicate(&mut b, shape.clock)
         );
-        for k in &keys {
-            sql.push_str(&format!(" AND {k} IS NOT NULL"));
-        }
         sql.push_str(&format!(" ORDER BY {tuple}"));
         Rendered {
             sql,

@@ -7,8 +7,7 @@ use std::time::Duration;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgRow;
 use sqlx::{
-    AssertSqlSafe, Connection as _, Executor, PgPool, Postgres, Row as _, SqlSafeStr,
-    Statement as _,
+    AssertSqlSafe, Connection as _, Executor, PgPool, Postgres, SqlSafeStr, Statement as _,
 };
 
 use super::bound;
@@ -163,14 +162,15 @@ impl PgSession {
     }
 
     /// Runs a rendered statement after setting the limits again, handing each row to `each` as
-    /// it arrives (an error from `each` stops the read). False as soon as the rows' values pass
-    /// `max_bytes`, before more are read (the session is then dropped, so its connection is
-    /// closed, not drained).
+    /// it arrives; `each` keeps what it needs of the row and answers what that takes in memory
+    /// (an error from it stops the read). False as soon as the rows kept pass `max_bytes`,
+    /// before more are read (the session is then dropped, so its connection is closed, not
+    /// drained).
     pub(super) async fn fetch_each(
         &mut self,
         rendered: &Rendered,
         max_bytes: usize,
-        mut each: impl FnMut(&PgRow) -> Result<(), sqlx::Error>,
+        mut each: impl FnMut(&PgRow) -> Result<usize, sqlx::Error>,
     ) -> Result<bool, PgFail> {
         self.relimit().await?;
         guarded!(self, |conn| async move {
@@ -178,11 +178,10 @@ impl PgSession {
             let mut stream = bound(rendered).fetch(conn);
             let mut bytes = 0usize;
             while let Some(row) = stream.try_next().await? {
-                bytes = bytes.saturating_add(row_bytes(&row));
+                bytes = bytes.saturating_add(each(&row)?);
                 if bytes > max_bytes {
                     return Ok(false);
                 }
-                each(&row)?;
             }
             Ok(true)
         })
@@ -273,17 +272,4 @@ pub(in crate::source) async fn execute(
     .execute(conn))?;
     session.close().await;
     Ok(())
-}
-
-/// What a row's values take in memory, roughly: their wire size, at least 8 bytes each.
-fn row_bytes(row: &PgRow) -> usize {
-    (0..row.len())
-        .map(|i| {
-            row.try_get_raw(i)
-                .ok()
-                .and_then(|v| v.as_bytes().ok().map(<[u8]>::len))
-                .unwrap_or(0)
-                .max(8)
-        })
-        .sum()
 }
