@@ -1,16 +1,17 @@
 //! Reading a window: page after page in one read-only snapshot, each page ending where SQL says.
 //!
-//! On PostgreSQL and SQLite a window is read in one ordered pass: one statement
-//! ([`CheckedQuery::window_sql`]) through a server-side cursor (`DECLARE … NO SCROLL CURSOR`
-//! in the read-only transaction, then `FETCH FORWARD page` at a time) or one SQLite statement
-//! stepping across pages. A page ends at the first row past the page size that can be told
-//! apart from the row before it for certain (another instant, or a key differing in a type
-//! whose equality is identity: see `inseparable`), so rows SQL finds equal are never split and
-//! no row is read twice; the rows after the cut wait for the next page. MySQL and MariaDB read probe-bounded pages: a one-row
-//! probe finds where each page ends and the page reads up to and including it.
+//! Every engine reads a window in one ordered pass: one statement
+//! ([`CheckedQuery::window_sql`]) through a server-side cursor on PostgreSQL (`DECLARE … NO
+//! SCROLL CURSOR` in the read-only transaction, then `FETCH FORWARD page` at a time), one
+//! SQLite statement stepping across pages, or one MySQL or MariaDB statement whose rows stream
+//! as the server sends them (each chunk within the statement timeout, the server's own limit
+//! lifted for it: `mysql/stream.rs`). A page ends at the first row past the page size that can
+//! be told apart from the row before it for certain (another instant, or a key differing in a
+//! type whose equality is identity: see `inseparable`), so rows SQL finds equal are never split
+//! and no row is read twice; the rows after the cut wait for the next page.
 
 use crate::row::{Row, Value};
-use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slice, Window};
+use crate::sql_guard::{CheckedQuery, Placeholders, Shape, Window};
 
 use super::engine::Session;
 use super::{Source, SourceError};
@@ -25,15 +26,13 @@ pub struct WindowReader<'a> {
     shape: Shape<'a>,
     window: Window,
     session: Session,
-    after: Option<Keyset>,
     done: bool,
     pages: u32,
-    /// One pass: whether the statement was started.
+    /// Whether the statement was started.
     started: bool,
-    /// One pass: the statement has no more rows.
+    /// The statement has no more rows.
     exhausted: bool,
-    /// One pass: rows read and not yet handed out, each with whether a page may not end just
-    /// before it.
+    /// Rows read and not yet handed out, each with whether a page may not end just before it.
     held: Vec<Row>,
     held_ties: Vec<bool>,
 }
@@ -59,24 +58,6 @@ impl Fetched {
             sort_clocks: None,
             clock: (0, None),
             key: Vec::new(),
-        }
-    }
-
-    /// The (clock, key) values of row `i`, as compared in SQL.
-    pub(super) fn keyset(&self, i: usize) -> Keyset {
-        let row = &self.rows[i];
-        let clock = match &self.sort_clocks {
-            Some(clocks) => clocks[i].clone(),
-            None => row.values[self.clock.0].clone(),
-        };
-        Keyset {
-            clock,
-            clock_type: self.clock.1.clone(),
-            key: self
-                .key
-                .iter()
-                .map(|(k, ty)| (row.values[*k].clone(), ty.clone()))
-                .collect(),
         }
     }
 }
@@ -108,7 +89,6 @@ impl<'a> WindowReader<'a> {
             shape,
             window,
             session,
-            after: None,
             done: false,
             pages: 0,
             started: false,
@@ -121,13 +101,6 @@ impl<'a> WindowReader<'a> {
     /// Pages read so far.
     pub fn pages(&self) -> u32 {
         self.pages
-    }
-
-    async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
-        let source = self.source;
-        super::Sent::one(&source.sent.windowed);
-        let fetched = self.session.fetch(source, rendered, self.shape).await;
-        fetched.map_err(|e| self.failed(e))
     }
 
     fn failed(&self, e: FetchError) -> SourceError {
@@ -159,10 +132,7 @@ impl<'a> WindowReader<'a> {
         if self.done {
             return Ok(None);
         }
-        if self.session.one_pass() {
-            return self.next_of_one_pass().await;
-        }
-        self.next_probed().await
+        self.next_of_one_pass().await
     }
 
     /// The next page of the one ordered pass: rows are fetched a page at a time until a row
@@ -189,8 +159,7 @@ impl<'a> WindowReader<'a> {
             }
             let held: usize = self.held.iter().map(row_bytes).sum();
             let room = source.page_bytes.saturating_sub(held);
-            super::Sent::one(&source.sent.windowed);
-            let fetched = self.session.next_rows(size, room).await;
+            let fetched = self.session.next_rows(source, size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
             let more: usize = fetched.rows.iter().map(row_bytes).sum();
             if held + more > source.page_bytes {
@@ -227,38 +196,6 @@ impl<'a> WindowReader<'a> {
         }
         self.pages += 1;
         Ok(Some(page))
-    }
-
-    /// The next probe-bounded page: it ends at the row `page size` rows in (found by a one-row
-    /// probe) and includes every row SQL finds equal to it on (clock, key).
-    async fn next_probed(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
-        let after = self.after.take();
-        let probe = Slice::Boundary {
-            after: after.as_ref(),
-            offset: self.source.page_size.max(1) - 1,
-        };
-        let rendered = self
-            .query
-            .page_sql(self.shape, self.window, probe, Placeholders::Numbered);
-        let boundary = self.fetch(&rendered).await?;
-        let upto = (!boundary.rows.is_empty()).then(|| boundary.keyset(0));
-        let slice = Slice::Between {
-            after: after.as_ref(),
-            upto: upto.as_ref(),
-        };
-        let rendered = self
-            .query
-            .page_sql(self.shape, self.window, slice, Placeholders::Numbered);
-        let page = self.fetch(&rendered).await?;
-        self.pages += 1;
-        match upto {
-            Some(ks) => self.after = Some(ks),
-            None => self.done = true,
-        }
-        if page.rows.is_empty() && self.done {
-            return Ok(None);
-        }
-        Ok(Some(page.rows))
     }
 
     /// Ends the read-only snapshot.
