@@ -18,11 +18,10 @@ use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Column as _, Row as _, TypeInfo};
 
 use super::engine::{ConnectError, open_pool};
-use super::window::ColumnAt;
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
-use crate::sql_guard::{Bind, Rendered, Shape, mysql_clock_text, mysql_value_text};
-use decode::{cast_target, decode, kind_of};
+use crate::sql_guard::{Bind, Rendered, Shape, mysql_clock_text};
+use decode::{decode, kind_of};
 pub(super) use session::{MyFail, MySession, error_number, execute, timed_out};
 pub(super) use stream::MyStream;
 
@@ -64,14 +63,6 @@ fn bound(rendered: &Rendered) -> Query<'_, MySql, MySqlArguments> {
     for b in &rendered.binds {
         q = match b {
             Bind::Instant(ts) | Bind::Clock(ts) => q.bind(mysql_clock_text(*ts)),
-            Bind::Value { value, .. } => match value {
-                Value::Null => q.bind(None::<String>),
-                Value::Bool(b) => q.bind(*b),
-                Value::Int(i) => q.bind(*i),
-                Value::Float(f) => q.bind(*f),
-                Value::Bytes(b) => q.bind(b.clone()),
-                other => q.bind(mysql_value_text(other)),
-            },
         };
     }
     q
@@ -108,8 +99,8 @@ pub(super) async fn count(
 struct Decoder {
     columns: Arc<[String]>,
     kinds: Vec<decode::Kind>,
-    clock: ColumnAt,
-    key: Vec<ColumnAt>,
+    clock: usize,
+    key: Vec<usize>,
 }
 
 impl Decoder {
@@ -125,8 +116,7 @@ impl Decoder {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let types: Vec<Option<String>> = kinds.iter().map(|k| cast_target(*k)).collect();
-        let (clock, key) = positions(&columns, shape, &types);
+        let (clock, key) = positions(&columns, shape);
         Ok(Decoder {
             columns,
             kinds,
@@ -140,7 +130,7 @@ impl Decoder {
         for (i, k) in self.kinds.iter().enumerate() {
             values.push(decode(r, i, *k)?);
         }
-        let clock = values.get(self.clock.0).and_then(Value::as_timestamp);
+        let clock = values.get(self.clock).and_then(Value::as_timestamp);
         Ok(Row {
             columns: self.columns.clone(),
             values,
@@ -152,8 +142,6 @@ impl Decoder {
     fn fetched(&self, rows: Vec<Row>) -> Fetched {
         Fetched {
             rows,
-            sort_clocks: None,
-            clock: self.clock.clone(),
             key: self.key.clone(),
         }
     }

@@ -37,41 +37,26 @@ pub struct WindowReader<'a> {
     held_ties: Vec<bool>,
 }
 
-/// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
-pub(crate) type ColumnAt = (usize, Option<String>);
-
-/// A page of rows as decoded, with what is needed to continue after any of them.
+/// A chunk of the pass's rows as decoded, with where their key columns are (to tell where a
+/// page may end).
 pub(crate) struct Fetched {
     pub rows: Vec<Row>,
-    /// SQLite only: per row, the normalised clock text compared in SQL.
-    pub sort_clocks: Option<Vec<Value>>,
-    /// The clock column's index and PostgreSQL type.
-    pub clock: ColumnAt,
-    /// The key columns' indices and PostgreSQL types.
-    pub key: Vec<ColumnAt>,
+    /// The key columns' indices.
+    pub key: Vec<usize>,
 }
 
 impl Fetched {
     pub(super) fn empty() -> Fetched {
         Fetched {
             rows: Vec::new(),
-            sort_clocks: None,
-            clock: (0, None),
             key: Vec::new(),
         }
     }
 }
 
-/// Finds the clock and key columns of a page by name.
-pub(super) fn positions(
-    columns: &[String],
-    shape: Shape<'_>,
-    types: &[Option<String>],
-) -> (ColumnAt, Vec<ColumnAt>) {
-    let at = |name: &str| {
-        let i = columns.iter().position(|c| c == name).unwrap_or(0);
-        (i, types.get(i).cloned().flatten())
-    };
+/// Finds the clock column and the key columns of a page by name: their indices.
+pub(super) fn positions(columns: &[String], shape: Shape<'_>) -> (usize, Vec<usize>) {
+    let at = |name: &str| columns.iter().position(|c| c == name).unwrap_or(0);
     (at(shape.clock), shape.key.iter().map(|k| at(k)).collect())
 }
 
@@ -210,17 +195,17 @@ impl<'a> WindowReader<'a> {
 /// values whose equality is their identity (integers, booleans, times, dates, bytes), since
 /// text (under its collation), decimals (`1.1` and `1.10`), floats and JSON may be equal in SQL
 /// though they differ here. So rows SQL finds equal on (clock, key) are never split.
-fn inseparable(before: &Row, row: &Row, key: &[ColumnAt]) -> bool {
+fn inseparable(before: &Row, row: &Row, key: &[usize]) -> bool {
     if before.clock != row.clock {
         return false;
     }
     !key.iter()
-        .any(|(k, _)| match (&before.values[*k], &row.values[*k]) {
-            (Value::Int(a), Value::Int(b)) => a != b,
-            (Value::Bool(a), Value::Bool(b)) => a != b,
-            (Value::Timestamp(a), Value::Timestamp(b)) => a != b,
-            (Value::Date(a), Value::Date(b)) => a != b,
-            (Value::Bytes(a), Value::Bytes(b)) => a != b,
+        .any(|&k| match (before.values.get(k), row.values.get(k)) {
+            (Some(Value::Int(a)), Some(Value::Int(b))) => a != b,
+            (Some(Value::Bool(a)), Some(Value::Bool(b))) => a != b,
+            (Some(Value::Timestamp(a)), Some(Value::Timestamp(b))) => a != b,
+            (Some(Value::Date(a)), Some(Value::Date(b))) => a != b,
+            (Some(Value::Bytes(a)), Some(Value::Bytes(b))) => a != b,
             _ => false,
         })
 }
