@@ -1,5 +1,4 @@
 use super::*;
-use crate::row::Value;
 
 fn refuse(sql: &str, dialect: Dialect) -> GuardError {
     check(sql, dialect).expect_err(sql)

@@ -441,7 +441,7 @@ async fn running_on_wide(admin: &mut sqlx::MySqlConnection, db: &str) -> i64 {
 
 #[tokio::test]
 async fn a_mariadb_reader_dropped_halfway_leaves_no_query_running_and_both_pooled_reads_work_after()
- {
+{
     let Some(my) = TestMy::new().await else {
         return;
     };

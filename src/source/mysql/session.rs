@@ -71,7 +71,10 @@ const WRITE_WAIT: Duration = Duration::from_secs(300);
 /// The session's `net_write_timeout`, in whole seconds: [`WRITE_WAIT`] or twice the statement
 /// timeout, whichever is longer.
 fn write_wait_secs(timeout: Duration) -> u64 {
-    WRITE_WAIT.max(timeout.saturating_mul(2)).as_secs().clamp(1, 31_536_000)
+    WRITE_WAIT
+        .max(timeout.saturating_mul(2))
+        .as_secs()
+        .clamp(1, 31_536_000)
 }
 
 /// The variable that holds the server's statement timeout: `max_statement_time` (seconds) on

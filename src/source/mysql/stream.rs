@@ -10,7 +10,7 @@
 //! - Instead each chunk must arrive within the source's statement timeout, measured while the
 //!   task waits on the server (not while it waits on the reader); past it, Rowfire kills the
 //!   connection's thread and the read fails with the timeout. So the first chunk (where the
-//!   server sorts the window) is bounded as a probed page was.
+//!   server sorts the window) is bounded as any one statement is.
 //! - While the reader claims between pages the server waits to send at most
 //!   `net_write_timeout` (300 s, or twice the statement timeout if longer: the idle time a
 //!   PostgreSQL read has inside its transaction), then drops the connection.
