@@ -113,7 +113,7 @@ rules:
         "method: {ROWS} rows, {ACCOUNTS} keys, 30-day window, PostgreSQL on this machine; one process, three phases in one run"
     );
 
-    // Phase 1: Rowfire — guard, wrapped keyset-paged query (pages of 10,000), typed decoding,
+    // Phase 1: Rowfire — guard, wrapped query read in one pass (pages of 10,000), typed decoding,
     // weekly cadence in memory, NULL-clock and NULL-key counts.
     reset_peak();
     let started = Instant::now();

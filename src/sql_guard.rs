@@ -1,7 +1,7 @@
 //! The SQL guard: a trigger's SQL is parsed in its source's dialect, refused unless it is one
 //! read-only query that calls only functions known to read nothing but their arguments (see
 //! `sql_guard/functions.rs`; a source may opt in to more), and re-rendered from the checked syntax tree
-//! inside Rowfire's own window and keyset-paging wrapper. The original string never runs.
+//! inside Rowfire's own window and ordering wrapper. The original string never runs.
 //!
 //! Here: the entry points ([`check`] and its variants), [`GuardError`] and [`CheckedQuery`].
 //! The dialects and DSN schemes are in `sql_guard/dialect.rs`, the walk that refuses or admits
