@@ -84,6 +84,14 @@ async fn fire_counts(url: &str) -> (i64, i64) {
 /// One fire as the ledger stored it: key, bucket, clock and row.
 type Written = (String, String, Timestamp, String);
 
+/// One page of fires as the claim binds them: keys, buckets, clocks and rows, column by column.
+type Arrays = (
+    Vec<String>,
+    Vec<String>,
+    Vec<jiff_sqlx::Timestamp>,
+    Vec<String>,
+);
+
 /// The fires a poll wrote, in the order it wrote them.
 async fn written_fires(url: &str) -> Vec<Written> {
     let mut c = PgConnection::connect(url).await.unwrap();
@@ -109,12 +117,7 @@ async fn written_fires(url: &str) -> Vec<Written> {
 /// the statements and their commits.
 async fn raw_claims(url: &str, fires: &[Written], now: Timestamp) -> f64 {
     let mut c = PgConnection::connect(url).await.unwrap();
-    let pages: Vec<(
-        Vec<String>,
-        Vec<String>,
-        Vec<jiff_sqlx::Timestamp>,
-        Vec<String>,
-    )> = fires
+    let pages: Vec<Arrays> = fires
         .chunks(10_000)
         .map(|page| {
             (

@@ -344,9 +344,8 @@ pub async fn run(
     }
     report.pages = reader.pages();
     // Rows with a NULL key are left out of every page; the reader counted them.
-    let null_keys = reader.null_keys().await;
+    let null_keys = reader.null_keys();
     reader.finish().await;
-    let null_keys = null_keys?;
     report.null_key_rows += null_keys;
     report.rows_matched += null_keys;
     let null_clocks = source.count_null_clocks(&query, shape, read).await?;

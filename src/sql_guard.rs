@@ -1,12 +1,12 @@
 //! The SQL guard: a trigger's SQL is parsed in its source's dialect, refused unless it is one
 //! read-only query that calls only functions known to read nothing but their arguments (see
 //! `sql_guard/functions.rs`; a source may opt in to more), and re-rendered from the checked syntax tree
-//! inside Rowfire's own window and keyset-paging wrapper. The original string never runs.
+//! inside Rowfire's own window and ordering wrapper. The original string never runs.
 //!
 //! Here: the entry points ([`check`] and its variants), [`GuardError`] and [`CheckedQuery`].
 //! The dialects and DSN schemes are in `sql_guard/dialect.rs`, the walk that refuses or admits
 //! each node in `sql_guard/inspect.rs` (with the MySQL-only checks in `sql_guard/mysql.rs`),
-//! `pg_catalog` qualification in `sql_guard/qualify.rs`, and the probe, page and count
+//! `pg_catalog` qualification in `sql_guard/qualify.rs`, and the one-pass window and count
 //! statements in `sql_guard/render.rs`.
 
 use sqlparser::parser::Parser;
@@ -188,8 +188,8 @@ pub use dialect::{Dialect, dialect_of};
 pub use functions::{MAX_NAME_PART, is_allowlisted};
 pub use mysql::MysqlAsRun;
 pub use render::{
-    Bind, Keyset, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Slice,
-    Window, mysql_clock_text, mysql_value_text, sqlite_clock_micros, sqlite_clock_text,
+    Bind, Placeholders, Rendered, SQLITE_CLOCK_COLUMN, SQLITE_CLOCK_FN, Shape, Window,
+    mysql_clock_text, sqlite_clock_micros, sqlite_clock_text,
 };
 
 #[cfg(test)]

@@ -4,8 +4,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use crate::definitions::{SourceDef, Trigger};
-use crate::row::Value;
-use crate::sql_guard::{self, Dialect, GuardError, Keyset, Placeholders, Shape, Slice, Window};
+use crate::sql_guard::{self, Dialect, GuardError, Placeholders, Shape, Window};
 
 /// Why the SQL that will run could not be shown.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +23,7 @@ pub enum PlanError {
 }
 
 /// The statements a poll of `trigger` over the last `days` days before `now` runs on its source
-/// (`def`, in `dialect`): the first page's boundary probe and the page itself, with comments.
+/// (`def`, in `dialect`): the window's one ordered pass, with comments.
 pub fn planned_sql(
     trigger: &Trigger,
     def: &SourceDef,
@@ -59,66 +58,33 @@ pub fn planned_sql(
         ));
     }
     let order = format!("({}, {})", trigger.event_time, trigger.key.join(", "));
-    if dialect != Dialect::Mysql {
-        // PostgreSQL and SQLite read the window in one ordered pass.
-        let pass = query
-            .window_sql(shape, window, Placeholders::Inline, &[])
-            .sql;
-        out.push_str("-- rows with a NULL key are read and counted, never fired\n");
-        if dialect == Dialect::Postgres {
-            out.push_str(&format!(
-                "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch\nDECLARE rowfire_window NO SCROLL CURSOR FOR {pass};\nFETCH FORWARD {} FROM rowfire_window;\n",
-                def.page_size,
-                def.page_size.max(1)
-            ));
-        } else {
-            out.push_str(&format!(
-                "\n-- the window in one pass, in {order} order: one statement stepping across pages of {} rows\n{pass};\n",
-                def.page_size
-            ));
-        }
-        out.push_str(&format!(
-            "\n-- a page ends only between rows at different instants or whose keys differ in a type whose equality is identity, so rows equal on {order} are never split\n"
-        ));
-        if dialect == Dialect::Postgres {
-            out.push_str(
-                "-- the read first describes the query's columns; key columns of a type a page cannot end between (text, numeric, …) are left out of the ORDER BY\n",
-            );
-        }
-        return Ok(out);
+    // Every engine reads the window in one ordered pass.
+    let pass = query
+        .window_sql(shape, window, Placeholders::Inline, &[])
+        .sql;
+    out.push_str("-- rows with a NULL key are read and counted, never fired\n");
+    match dialect {
+        Dialect::Postgres => out.push_str(&format!(
+            "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch\nDECLARE rowfire_window NO SCROLL CURSOR FOR {pass};\nFETCH FORWARD {} FROM rowfire_window;\n",
+            def.page_size,
+            def.page_size.max(1)
+        )),
+        Dialect::Mysql => out.push_str(&format!(
+            "\n-- the window in one pass, in {order} order: one statement in the read-only snapshot, its rows streamed in pages of {}, each within the statement timeout\n{pass};\n",
+            def.page_size
+        )),
+        Dialect::Sqlite => out.push_str(&format!(
+            "\n-- the window in one pass, in {order} order: one statement stepping across pages of {} rows\n{pass};\n",
+            def.page_size
+        )),
     }
-    let inline = |slice| {
-        query
-            .page_sql(shape, window, slice, Placeholders::Inline)
-            .sql
-    };
-    let probe = inline(Slice::Boundary {
-        after: None,
-        offset: def.page_size.max(1) - 1,
-    });
-    let symbolic = Keyset {
-        clock: Value::Text(format!("<boundary {}>", trigger.event_time)),
-        clock_type: None,
-        key: trigger
-            .key
-            .iter()
-            .map(|k| (Value::Text(format!("<boundary {k}>")), None))
-            .collect(),
-    };
-    let page = inline(Slice::Between {
-        after: None,
-        upto: Some(&symbolic),
-    });
-    out.push_str("-- rows with a NULL key are counted, not paged\n");
     out.push_str(&format!(
-        "\n-- 1. where the first page ends: the row {} rows in, in {order} order\n{probe};\n",
-        def.page_size
+        "\n-- a page ends only between rows at different instants or whose keys differ in a type whose equality is identity, so rows equal on {order} are never split\n"
     ));
-    out.push_str(&format!(
-        "\n-- 2. the page: every row up to and including that one, so rows equal on {order} are never split\n{page};\n"
-    ));
-    out.push_str(&format!(
-        "\n-- each next page adds AND {order} > (the previous page's last row), until the probe finds no row\n"
-    ));
+    if dialect == Dialect::Postgres {
+        out.push_str(
+            "-- the read first describes the query's columns; key columns of a type a page cannot end between (text, numeric, …) are left out of the ORDER BY\n",
+        );
+    }
     Ok(out)
 }

@@ -65,9 +65,8 @@ impl Poller {
                 return Err(Halt::Stopping);
             }
         }
-        let null_keys = reader.null_keys().await;
+        report.null_keys = reader.null_keys();
         reader.finish().await;
-        report.null_keys = null_keys.map_err(|e| e.to_string())?;
         // NULL and unreadable clocks lie in no window: counting them reads the whole query, so
         // it is done at most once per interval per trigger, and the last count reported between.
         let now = self.clock.now();

@@ -83,7 +83,8 @@ pub(super) enum Pool {
     Mysql(MySqlPool),
 }
 
-/// One read of a window, per engine: a read-only snapshot held across its pages.
+/// One read of a window, per engine: a read-only snapshot held across its pages, read in one
+/// ordered pass ([`Session::start`], then [`Session::next_rows`]).
 pub(super) enum Session {
     Postgres(postgres::PgSession),
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
@@ -92,7 +93,9 @@ pub(super) enum Session {
     /// A PostgreSQL read once its cursor is declared (its task owns the session).
     PostgresStream(postgres::PgStream),
     Mysql(mysql::MySession),
-    /// Only while a SQLite read hands its transaction to its stepping statement.
+    /// A MySQL or MariaDB read once its statement streams (its task owns the session).
+    MysqlStream(mysql::MyStream),
+    /// Only while a read hands its session to its pass.
     Moved,
 }
 
@@ -227,33 +230,6 @@ impl Pool {
 }
 
 impl Session {
-    /// Reads one rendered page statement, within the source's page memory bound.
-    pub(super) async fn fetch(
-        &mut self,
-        source: &Source,
-        rendered: &Rendered,
-        shape: Shape<'_>,
-    ) -> Result<Fetched, FetchError> {
-        match self {
-            Session::Postgres(session) => {
-                postgres::fetch(session, rendered, shape, source.page_bytes).await
-            }
-            Session::Sqlite(_) => Err(not_paged()),
-            Session::Mysql(session) => {
-                mysql::fetch(session, rendered, shape, source.page_bytes).await
-            }
-            Session::SqliteStream(_) | Session::PostgresStream(_) | Session::Moved => {
-                Err(not_paged())
-            }
-        }
-    }
-
-    /// Whether the engine reads a window in one ordered pass ([`Session::start`], then
-    /// [`Session::next_rows`]) rather than in probe-bounded pages ([`Session::fetch`]).
-    pub(super) fn one_pass(&self) -> bool {
-        !matches!(self, Session::Mysql(_))
-    }
-
     /// Per key column, whether the one pass is ordered by it (after the clock): on PostgreSQL
     /// only the columns whose type a page may be cut on, learned by describing the query in
     /// the read (so the server does not sort by text under its collation for nothing); on the
@@ -274,31 +250,27 @@ impl Session {
 
     /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL a
     /// `NO SCROLL` cursor declared in the read-only transaction, on SQLite the statement
-    /// stepping in a task that owns the transaction.
+    /// stepping in a task that owns the transaction, on MySQL and MariaDB the statement
+    /// streamed by a task that owns the session (its limits: `mysql/stream.rs`).
     pub(super) async fn start(
         &mut self,
         source: &Source,
         rendered: &Rendered,
         shape: Shape<'_>,
     ) -> Result<(), FetchError> {
-        match self {
-            Session::Postgres(_) => {
-                let Session::Postgres(session) = std::mem::replace(self, Session::Moved) else {
-                    unreachable!("matched above");
-                };
+        let rows = source.page_size.max(1);
+        match std::mem::replace(self, Session::Moved) {
+            Session::Postgres(session) => {
                 *self = Session::PostgresStream(postgres::PgStream::start(
                     session,
                     rendered,
                     shape,
-                    source.page_size.max(1),
+                    rows,
                     source.page_bytes,
                 ));
                 Ok(())
             }
-            Session::Sqlite(_) => {
-                let Session::Sqlite(tx) = std::mem::replace(self, Session::Moved) else {
-                    unreachable!("matched above");
-                };
+            Session::Sqlite(tx) => {
                 *self = Session::SqliteStream(sqlite::SqliteStream::start(
                     tx,
                     rendered,
@@ -307,25 +279,43 @@ impl Session {
                 ));
                 Ok(())
             }
-            Session::SqliteStream(_)
+            Session::Mysql(session) => {
+                *self = Session::MysqlStream(mysql::MyStream::start(
+                    session,
+                    rendered,
+                    shape,
+                    rows,
+                    source.page_bytes,
+                ));
+                Ok(())
+            }
+            started @ (Session::SqliteStream(_)
             | Session::PostgresStream(_)
-            | Session::Mysql(_)
-            | Session::Moved => Err(not_paged()),
+            | Session::MysqlStream(_)
+            | Session::Moved) => {
+                *self = started;
+                Err(not_started())
+            }
         }
     }
 
     /// The next `rows` rows of the one pass (fewer at the window's end), their values within
-    /// `max_bytes`, each with its tie flag.
+    /// `max_bytes`. Counted as a statement sent only where it is one (PostgreSQL's `FETCH`).
     pub(super) async fn next_rows(
         &mut self,
+        source: &Source,
         rows: usize,
         max_bytes: usize,
     ) -> Result<Fetched, FetchError> {
         match self {
-            Session::PostgresStream(stream) => stream.next().await,
+            Session::PostgresStream(stream) => {
+                super::Sent::one(&source.sent.windowed);
+                stream.next().await
+            }
             Session::SqliteStream(stream) => stream.next(rows, max_bytes).await,
+            Session::MysqlStream(stream) => stream.next().await,
             Session::Postgres(_) | Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => {
-                Err(not_paged())
+                Err(not_started())
             }
         }
     }
@@ -340,13 +330,14 @@ impl Session {
             Session::SqliteStream(stream) => stream.finish().await,
             Session::PostgresStream(stream) => stream.finish().await,
             Session::Mysql(session) => session.close().await,
+            Session::MysqlStream(stream) => stream.finish().await,
             Session::Moved => {}
         }
     }
 }
 
-/// A read asked of a session in the wrong state (a bug, reported rather than a panic).
-fn not_paged() -> FetchError {
+/// A pass asked of a session in the wrong state (a bug, reported rather than a panic).
+fn not_started() -> FetchError {
     FetchError::Sql(sqlx::Error::Protocol(
         "a window read was asked of a session that does not read it that way".into(),
     ))

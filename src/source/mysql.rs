@@ -1,25 +1,29 @@
 //! MySQL and MariaDB sources: connecting with a read-only, UTC session whose string literals
 //! and identifiers read as the guard rendered them, the one-shot statements (columns, counts)
-//! and pages read through a session (`mysql/session.rs`), whose values `mysql/decode.rs`
-//! decodes.
+//! run through a session (`mysql/session.rs`), and a window's one streamed pass
+//! (`mysql/stream.rs`), whose values `mysql/decode.rs` decodes.
 
 mod decode;
 mod session;
+mod stream;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::mysql::{MySql, MySqlArguments, MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{
+    MySql, MySqlArguments, MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow,
+};
 use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Column as _, Row as _, TypeInfo};
 
 use super::engine::{ConnectError, open_pool};
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
-use crate::sql_guard::{Bind, Rendered, Shape, mysql_clock_text, mysql_value_text};
-use decode::{cast_target, decode, kind_of};
+use crate::sql_guard::{Bind, Rendered, Shape, mysql_clock_text};
+use decode::{decode, kind_of};
 pub(super) use session::{MyFail, MySession, error_number, execute, timed_out};
+pub(super) use stream::MyStream;
 
 /// The schemas a source's DSN may not name as its database: the server's own.
 const SYSTEM_DATABASES: &[&str] = &["information_schema", "mysql", "performance_schema", "sys"];
@@ -59,14 +63,6 @@ fn bound(rendered: &Rendered) -> Query<'_, MySql, MySqlArguments> {
     for b in &rendered.binds {
         q = match b {
             Bind::Instant(ts) | Bind::Clock(ts) => q.bind(mysql_clock_text(*ts)),
-            Bind::Value { value, .. } => match value {
-                Value::Null => q.bind(None::<String>),
-                Value::Bool(b) => q.bind(*b),
-                Value::Int(i) => q.bind(*i),
-                Value::Float(f) => q.bind(*f),
-                Value::Bytes(b) => q.bind(b.clone()),
-                other => q.bind(mysql_value_text(other)),
-            },
         };
     }
     q
@@ -98,58 +94,58 @@ pub(super) async fn count(
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
 
-pub(super) async fn fetch(
-    session: &mut MySession,
-    rendered: &Rendered,
-    shape: Shape<'_>,
-    max_bytes: usize,
-) -> Result<Fetched, FetchError> {
-    let my_rows = session
-        .fetch_bounded(rendered, max_bytes)
-        .await
-        .map_err(|e| match e {
-            MyFail::Sql(e) => FetchError::Sql(e),
-            MyFail::Deadline => FetchError::Deadline,
-        })?
-        .ok_or(FetchError::TooLarge { limit: max_bytes })?;
-    let Some(first) = my_rows.first() else {
-        return Ok(Fetched::empty());
-    };
-    let cols = first.columns();
-    let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
-    let kinds = cols
-        .iter()
-        .map(|c| {
-            kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
-                column: c.name().to_string(),
-                type_name: c.type_info().name().to_string(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let types: Vec<Option<String>> = kinds.iter().map(|k| cast_target(*k)).collect();
-    let (clock, key) = positions(&columns, shape, &types);
-    let mut rows = Vec::with_capacity(my_rows.len());
-    for r in &my_rows {
-        let values = kinds
+/// How a statement's rows decode: column names shared by every row, each column's kind, and
+/// where the clock and key are. Built from the first row.
+struct Decoder {
+    columns: Arc<[String]>,
+    kinds: Vec<decode::Kind>,
+    clock: usize,
+    key: Vec<usize>,
+}
+
+impl Decoder {
+    fn new(first: &MySqlRow, shape: Shape<'_>) -> Result<Decoder, FetchError> {
+        let cols = first.columns();
+        let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
+        let kinds = cols
             .iter()
-            .enumerate()
-            .map(|(i, k)| decode(r, i, *k))
+            .map(|c| {
+                kind_of(c.type_info()).ok_or_else(|| FetchError::Unsupported {
+                    column: c.name().to_string(),
+                    type_name: c.type_info().name().to_string(),
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        let clock_at = values[clock.0].as_timestamp();
-        rows.push(Row {
-            columns: columns.clone(),
-            values,
-            clock: clock_at,
-        });
+        let (clock, key) = positions(&columns, shape);
+        Ok(Decoder {
+            columns,
+            kinds,
+            clock,
+            key,
+        })
     }
-    let bytes = rows.iter().map(super::window::row_bytes).sum();
-    Ok(Fetched {
-        rows,
-        sort_clocks: None,
-        clock,
-        key,
-        bytes,
-    })
+
+    fn row(&self, r: &MySqlRow) -> Result<Row, FetchError> {
+        let mut values = Vec::with_capacity(self.kinds.len());
+        for (i, k) in self.kinds.iter().enumerate() {
+            values.push(decode(r, i, *k)?);
+        }
+        let clock = values.get(self.clock).and_then(Value::as_timestamp);
+        Ok(Row {
+            columns: self.columns.clone(),
+            values,
+            clock,
+        })
+    }
+
+    /// A chunk of decoded rows, with where the clock and key are.
+    fn fetched(&self, rows: Vec<Row>, bytes: usize) -> Fetched {
+        Fetched {
+            rows,
+            key: self.key.clone(),
+            bytes,
+        }
+    }
 }
 
 /// The catalogue of the DSN's database, as its user sees it (`information_schema` shows only

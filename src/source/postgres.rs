@@ -16,7 +16,7 @@ use sqlx::{AssertSqlSafe, Column as _, PgPool, Postgres, Row as _, TypeInfo};
 
 use super::engine::{ConnectError, open_pool};
 use super::{Column, FetchError, Fetched, positions};
-use crate::row::Row;
+use crate::row::{Row, Value};
 use crate::sql_guard::{Bind, Rendered, Shape};
 use decode::{decode, kind_of};
 pub(super) use session::{PgFail, PgSession, execute};
@@ -52,7 +52,6 @@ fn bound(rendered: &Rendered) -> Query<'_, Postgres, PgArguments> {
     for b in &rendered.binds {
         q = match b {
             Bind::Instant(ts) | Bind::Clock(ts) => q.bind(ts.to_sqlx()),
-            Bind::Value { value, .. } => q.bind(value.to_sql_text()),
         };
     }
     q
@@ -128,8 +127,6 @@ pub(super) async fn fetch(
     };
     Ok(Fetched {
         rows,
-        sort_clocks: None,
-        clock: d.clock,
         key: d.key,
         bytes,
     })
@@ -164,18 +161,14 @@ pub(super) async fn sorted_keys(
 struct Decoder {
     columns: Arc<[String]>,
     kinds: Vec<decode::Kind>,
-    clock: super::window::ColumnAt,
-    key: Vec<super::window::ColumnAt>,
+    clock: usize,
+    key: Vec<usize>,
 }
 
 impl Decoder {
     fn new(first: &sqlx::postgres::PgRow, shape: Shape<'_>) -> Result<Decoder, FetchError> {
         let cols = first.columns();
         let columns: Arc<[String]> = cols.iter().map(|c| c.name().to_string()).collect();
-        let types: Vec<Option<String>> = cols
-            .iter()
-            .map(|c| Some(c.type_info().name().to_string()))
-            .collect();
         let kinds = cols
             .iter()
             .map(|c| {
@@ -185,7 +178,7 @@ impl Decoder {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let (clock, key) = positions(&columns, shape, &types);
+        let (clock, key) = positions(&columns, shape);
         Ok(Decoder {
             columns,
             kinds,
@@ -199,7 +192,7 @@ impl Decoder {
         for (i, k) in self.kinds.iter().enumerate() {
             values.push(decode(r, i, *k)?);
         }
-        let clock = values[self.clock.0].as_timestamp();
+        let clock = values.get(self.clock).and_then(Value::as_timestamp);
         Ok(Row {
             columns: self.columns.clone(),
             values,

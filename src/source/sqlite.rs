@@ -59,14 +59,6 @@ fn bound(rendered: &Rendered) -> Query<'_, Sqlite, SqliteArguments> {
         q = match b {
             Bind::Instant(ts) => q.bind(sqlite_clock_text(*ts)),
             Bind::Clock(ts) => q.bind(sqlite_clock_micros(*ts)),
-            Bind::Value { value, .. } => match value {
-                Value::Null => q.bind(None::<String>),
-                Value::Bool(b) => q.bind(*b),
-                Value::Int(i) => q.bind(*i),
-                Value::Float(f) => q.bind(*f),
-                Value::Bytes(b) => q.bind(b.clone()),
-                other => q.bind(other.to_sql_text()),
-            },
         };
     }
     q
@@ -345,18 +337,16 @@ impl Chunk {
     }
 
     fn into_fetched(self, columns: Option<&(Arc<[String]>, usize)>, shape: &OwnedShape) -> Fetched {
-        let Some((names, width)) = columns else {
+        let Some((names, _)) = columns else {
             return Fetched::empty();
         };
         let shape = Shape {
             clock: &shape.clock,
             key: &shape.key,
         };
-        let (clock, key) = positions(names, shape, &vec![None; *width]);
+        let (_, key) = positions(names, shape);
         Fetched {
             rows: self.rows,
-            sort_clocks: None,
-            clock,
             key,
             bytes: self.bytes,
         }

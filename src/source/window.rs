@@ -1,16 +1,17 @@
 //! Reading a window: page after page in one read-only snapshot, each page ending where SQL says.
 //!
-//! On PostgreSQL and SQLite a window is read in one ordered pass: one statement
-//! ([`CheckedQuery::window_sql`]) through a server-side cursor (`DECLARE … NO SCROLL CURSOR`
-//! in the read-only transaction, then `FETCH FORWARD page` at a time) or one SQLite statement
-//! stepping across pages. A page ends at the first row past the page size that can be told
-//! apart from the row before it for certain (another instant, or a key differing in a type
-//! whose equality is identity: see `inseparable`), so rows SQL finds equal are never split and
-//! no row is read twice; the rows after the cut wait for the next page. MySQL and MariaDB read probe-bounded pages: a one-row
-//! probe finds where each page ends and the page reads up to and including it.
+//! Every engine reads a window in one ordered pass: one statement
+//! ([`CheckedQuery::window_sql`]) through a server-side cursor on PostgreSQL (`DECLARE … NO
+//! SCROLL CURSOR` in the read-only transaction, then `FETCH FORWARD page` at a time), one
+//! SQLite statement stepping across pages, or one MySQL or MariaDB statement whose rows stream
+//! as the server sends them (each chunk within the statement timeout, the server's own limit
+//! lifted for it: `mysql/stream.rs`). A page ends at the first row past the page size that can
+//! be told apart from the row before it for certain (another instant, or a key differing in a
+//! type whose equality is identity: see `inseparable`), so rows SQL finds equal are never split
+//! and no row is read twice; the rows after the cut wait for the next page.
 
 use crate::row::{Row, Value};
-use crate::sql_guard::{CheckedQuery, Keyset, Placeholders, Rendered, Shape, Slice, Window};
+use crate::sql_guard::{CheckedQuery, Placeholders, Shape, Window};
 
 use super::engine::Session;
 use super::{Source, SourceError};
@@ -25,15 +26,13 @@ pub struct WindowReader<'a> {
     shape: Shape<'a>,
     window: Window,
     session: Session,
-    after: Option<Keyset>,
     done: bool,
     pages: u32,
-    /// One pass: whether the statement was started.
+    /// Whether the statement was started.
     started: bool,
-    /// One pass: the statement has no more rows.
+    /// The statement has no more rows.
     exhausted: bool,
-    /// One pass: rows read and not yet handed out, each with whether a page may not end just
-    /// before it.
+    /// Rows read and not yet handed out, each with whether a page may not end just before it.
     held: Vec<Row>,
     held_ties: Vec<bool>,
     /// One pass: what the held rows' values take, by [`row_bytes`].
@@ -44,18 +43,12 @@ pub struct WindowReader<'a> {
     null_keys: u64,
 }
 
-/// A column's index in a page and its PostgreSQL type name (`None` on SQLite).
-pub(crate) type ColumnAt = (usize, Option<String>);
-
-/// A page of rows as decoded, with what is needed to continue after any of them.
+/// A chunk of the pass's rows as decoded, with where their key columns are (to tell where a
+/// page may end).
 pub(crate) struct Fetched {
     pub rows: Vec<Row>,
-    /// SQLite only: per row, the normalised clock text compared in SQL.
-    pub sort_clocks: Option<Vec<Value>>,
-    /// The clock column's index and PostgreSQL type.
-    pub clock: ColumnAt,
-    /// The key columns' indices and PostgreSQL types.
-    pub key: Vec<ColumnAt>,
+    /// The key columns' indices.
+    pub key: Vec<usize>,
     /// What the rows' values take in memory, by [`row_bytes`].
     pub bytes: usize,
 }
@@ -64,42 +57,15 @@ impl Fetched {
     pub(super) fn empty() -> Fetched {
         Fetched {
             rows: Vec::new(),
-            sort_clocks: None,
-            clock: (0, None),
             key: Vec::new(),
             bytes: 0,
         }
     }
-
-    /// The (clock, key) values of row `i`, as compared in SQL.
-    pub(super) fn keyset(&self, i: usize) -> Keyset {
-        let row = &self.rows[i];
-        let clock = match &self.sort_clocks {
-            Some(clocks) => clocks[i].clone(),
-            None => row.values[self.clock.0].clone(),
-        };
-        Keyset {
-            clock,
-            clock_type: self.clock.1.clone(),
-            key: self
-                .key
-                .iter()
-                .map(|(k, ty)| (row.values[*k].clone(), ty.clone()))
-                .collect(),
-        }
-    }
 }
 
-/// Finds the clock and key columns of a page by name.
-pub(super) fn positions(
-    columns: &[String],
-    shape: Shape<'_>,
-    types: &[Option<String>],
-) -> (ColumnAt, Vec<ColumnAt>) {
-    let at = |name: &str| {
-        let i = columns.iter().position(|c| c == name).unwrap_or(0);
-        (i, types.get(i).cloned().flatten())
-    };
+/// Finds the clock column and the key columns of a page by name: their indices.
+pub(super) fn positions(columns: &[String], shape: Shape<'_>) -> (usize, Vec<usize>) {
+    let at = |name: &str| columns.iter().position(|c| c == name).unwrap_or(0);
     (at(shape.clock), shape.key.iter().map(|k| at(k)).collect())
 }
 
@@ -117,7 +83,6 @@ impl<'a> WindowReader<'a> {
             shape,
             window,
             session,
-            after: None,
             done: false,
             pages: 0,
             started: false,
@@ -133,13 +98,6 @@ impl<'a> WindowReader<'a> {
     /// Pages read so far.
     pub fn pages(&self) -> u32 {
         self.pages
-    }
-
-    async fn fetch(&mut self, rendered: &Rendered) -> Result<Fetched, SourceError> {
-        let source = self.source;
-        super::Sent::one(&source.sent.windowed);
-        let fetched = self.session.fetch(source, rendered, self.shape).await;
-        fetched.map_err(|e| self.failed(e))
     }
 
     fn failed(&self, e: FetchError) -> SourceError {
@@ -171,10 +129,7 @@ impl<'a> WindowReader<'a> {
         if self.done {
             return Ok(None);
         }
-        if self.session.one_pass() {
-            return self.next_of_one_pass().await;
-        }
-        self.next_probed().await
+        self.next_of_one_pass().await
     }
 
     /// The next page of the one ordered pass: rows are fetched a page at a time until a row
@@ -209,8 +164,7 @@ impl<'a> WindowReader<'a> {
             }
             let held = self.held_bytes;
             let room = source.page_bytes.saturating_sub(held);
-            super::Sent::one(&source.sent.windowed);
-            let fetched = self.session.next_rows(size, room).await;
+            let fetched = self.session.next_rows(source, size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
             self.held_bytes = held.saturating_add(fetched.bytes);
             if self.held_bytes > source.page_bytes {
@@ -221,7 +175,11 @@ impl<'a> WindowReader<'a> {
                 self.exhausted = true;
             }
             for row in fetched.rows {
-                if fetched.key.iter().any(|(k, _)| row.values[*k].is_null()) {
+                if fetched
+                    .key
+                    .iter()
+                    .any(|&k| row.values.get(k).is_none_or(Value::is_null))
+                {
                     self.null_keys += 1;
                     continue;
                 }
@@ -255,48 +213,11 @@ impl<'a> WindowReader<'a> {
         Ok(Some(page))
     }
 
-    /// The next probe-bounded page: it ends at the row `page size` rows in (found by a one-row
-    /// probe) and includes every row SQL finds equal to it on (clock, key).
-    async fn next_probed(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
-        let after = self.after.take();
-        let probe = Slice::Boundary {
-            after: after.as_ref(),
-            offset: self.source.page_size.max(1) - 1,
-        };
-        let rendered = self
-            .query
-            .page_sql(self.shape, self.window, probe, Placeholders::Numbered);
-        let boundary = self.fetch(&rendered).await?;
-        let upto = (!boundary.rows.is_empty()).then(|| boundary.keyset(0));
-        let slice = Slice::Between {
-            after: after.as_ref(),
-            upto: upto.as_ref(),
-        };
-        let rendered = self
-            .query
-            .page_sql(self.shape, self.window, slice, Placeholders::Numbered);
-        let page = self.fetch(&rendered).await?;
-        self.pages += 1;
-        match upto {
-            Some(ks) => self.after = Some(ks),
-            None => self.done = true,
-        }
-        if page.rows.is_empty() && self.done {
-            return Ok(None);
-        }
-        Ok(Some(page.rows))
-    }
-
-    /// Rows of the window whose key has a NULL column: they are never in a page. Asked once the
-    /// window is read: the one pass counted them as it read them; probe-bounded pages leave
-    /// them out in SQL, so one more statement counts them.
-    pub async fn null_keys(&self) -> Result<u64, SourceError> {
-        if self.session.one_pass() {
-            return Ok(self.null_keys);
-        }
-        self.source
-            .count_null_keys(self.query, self.shape, self.window)
-            .await
+    /// Rows of the window whose key has a NULL column: they are never in a page; the pass
+    /// counted them as it read them (so no second statement counts them). Asked once the
+    /// window is read.
+    pub fn null_keys(&self) -> u64 {
+        self.null_keys
     }
 
     /// Ends the read-only snapshot.
@@ -313,19 +234,19 @@ impl<'a> WindowReader<'a> {
 /// and `1.10`), floats and JSON may be equal in SQL though they differ here; and only in
 /// columns the pass is ordered by, since only there is a run of equal values contiguous. So
 /// rows SQL finds equal on (clock, key) are never split.
-fn inseparable(before: &Row, row: &Row, key: &[ColumnAt], sorted: &[bool]) -> bool {
+fn inseparable(before: &Row, row: &Row, key: &[usize], sorted: &[bool]) -> bool {
     if before.clock != row.clock {
         return false;
     }
     !key.iter()
         .enumerate()
         .filter(|(i, _)| sorted.get(*i).copied().unwrap_or(true))
-        .any(|(_, (k, _))| match (&before.values[*k], &row.values[*k]) {
-            (Value::Int(a), Value::Int(b)) => a != b,
-            (Value::Bool(a), Value::Bool(b)) => a != b,
-            (Value::Timestamp(a), Value::Timestamp(b)) => a != b,
-            (Value::Date(a), Value::Date(b)) => a != b,
-            (Value::Bytes(a), Value::Bytes(b)) => a != b,
+        .any(|(_, &k)| match (before.values.get(k), row.values.get(k)) {
+            (Some(Value::Int(a)), Some(Value::Int(b))) => a != b,
+            (Some(Value::Bool(a)), Some(Value::Bool(b))) => a != b,
+            (Some(Value::Timestamp(a)), Some(Value::Timestamp(b))) => a != b,
+            (Some(Value::Date(a)), Some(Value::Date(b))) => a != b,
+            (Some(Value::Bytes(a)), Some(Value::Bytes(b))) => a != b,
             _ => false,
         })
 }

@@ -240,15 +240,7 @@ fn window_placeholders_take_one_positional_bind_each_in_order() {
         clock: "at",
         key: &key,
     };
-    let r = q.page_sql(
-        shape,
-        window,
-        Slice::Between {
-            after: None,
-            upto: None,
-        },
-        Placeholders::Numbered,
-    );
+    let r = q.window_sql(shape, window, Placeholders::Numbered, &[]);
     assert_eq!(r.sql.matches('?').count(), r.binds.len(), "{}", r.sql);
     assert_eq!(
         r.binds,

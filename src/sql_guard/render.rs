@@ -1,10 +1,9 @@
-//! Rendering what runs: the probe, page and count statements around a checked query, with
-//! numbered placeholders (to run) or literals (to show a person).
+//! Rendering what runs: the one-pass window statement and the count statements around a
+//! checked query, with numbered placeholders (to run) or literals (to show a person).
 
 use jiff::Timestamp;
 
 use super::{CheckedQuery, Dialect};
-use crate::row::Value;
 
 /// A value bound to a rendered statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,15 +14,6 @@ pub enum Bind {
     /// A bound of Rowfire's own window, compared with the normalised clock (SQLite: integer
     /// microseconds).
     Clock(Timestamp),
-    /// A keyset value from the previous page, with the type to cast it to.
-    Value {
-        /// The value, as read from the last row of the previous page.
-        value: Value,
-        /// The column's type to cast the bound value to: PostgreSQL's type name, MySQL's `CAST`
-        /// target (`DATETIME(6)`, `DECIMAL(65,30)`, …; `None` binds it as it is). Ignored on
-        /// SQLite.
-        pg_type: Option<String>,
-    },
 }
 
 /// A statement ready to run: SQL text with numbered placeholders and the values they take.
@@ -51,38 +41,6 @@ pub struct Window {
     pub since: Timestamp,
     /// Exclusive end.
     pub until: Timestamp,
-}
-
-/// Where the previous page ended: the last row's clock and key values.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Keyset {
-    /// The clock as compared in SQL (PostgreSQL: the column's value; SQLite: normalised text).
-    pub clock: Value,
-    /// The clock column's PostgreSQL type.
-    pub clock_type: Option<String>,
-    /// Key values with their PostgreSQL types.
-    pub key: Vec<(Value, Option<String>)>,
-}
-
-/// Which rows of the window a statement selects, in (clock, key) order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Slice<'a> {
-    /// Every row after `after` (from the start when `None`) up to and including `upto` (to the
-    /// end when `None`). Rows that compare equal to `upto` in SQL are all included, so a page
-    /// never splits them.
-    Between {
-        /// Exclusive lower bound.
-        after: Option<&'a Keyset>,
-        /// Inclusive upper bound.
-        upto: Option<&'a Keyset>,
-    },
-    /// The single row `offset` rows past `after`: where a page of `offset + 1` rows ends.
-    Boundary {
-        /// Exclusive lower bound.
-        after: Option<&'a Keyset>,
-        /// Rows to skip.
-        offset: usize,
-    },
 }
 
 /// The column SQLite reads the normalised clock into, stripped before rows reach callers.
@@ -133,27 +91,10 @@ impl Builder {
             Placeholders::Inline => self.literal(&bind),
             Placeholders::Numbered => {
                 let n = self.binds.len() + 1;
-                match (self.dialect, &bind) {
-                    (
-                        Dialect::Postgres,
-                        Bind::Value {
-                            pg_type: Some(ty), ..
-                        },
-                    ) => {
-                        format!("CAST(${n} AS {ty})")
-                    }
-                    (Dialect::Postgres, _) => format!("${n}"),
-                    (Dialect::Sqlite, _) => format!("?{n}"),
-                    (Dialect::Mysql, Bind::Instant(_) | Bind::Clock(_)) => {
-                        "CAST(? AS DATETIME(6))".to_string()
-                    }
-                    (
-                        Dialect::Mysql,
-                        Bind::Value {
-                            pg_type: Some(ty), ..
-                        },
-                    ) => format!("CAST(? AS {ty})"),
-                    (Dialect::Mysql, _) => "?".to_string(),
+                match self.dialect {
+                    Dialect::Postgres => format!("${n}"),
+                    Dialect::Sqlite => format!("?{n}"),
+                    Dialect::Mysql => "CAST(? AS DATETIME(6))".to_string(),
                 }
             }
         };
@@ -218,41 +159,8 @@ impl Builder {
                 "{SQLITE_CLOCK_FN}({})",
                 quote(&ts.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string())
             ),
-            (
-                _,
-                Bind::Value {
-                    value: Value::Null, ..
-                },
-            ) => "NULL".into(),
-            (Dialect::Postgres, Bind::Value { value, pg_type }) => {
-                let text = quote(&value.to_sql_text().unwrap_or_default());
-                match pg_type {
-                    Some(ty) => format!("CAST({text} AS {ty})"),
-                    None => text,
-                }
-            }
-            (Dialect::Sqlite, Bind::Value { value, .. }) => match value {
-                Value::Int(_) | Value::Float(_) | Value::Decimal(_) => value.to_string(),
-                Value::Bool(b) => (*b as i32).to_string(),
-                other => quote(&other.to_sql_text().unwrap_or_default()),
-            },
             (Dialect::Mysql, Bind::Instant(ts) | Bind::Clock(ts)) => {
                 format!("CAST({} AS DATETIME(6))", quote(&mysql_clock_text(*ts)))
-            }
-            (Dialect::Mysql, Bind::Value { value, pg_type }) => {
-                let text = match value {
-                    Value::Int(_) | Value::Float(_) => value.to_string(),
-                    Value::Bool(b) => (*b as i32).to_string(),
-                    Value::Bytes(bytes) => {
-                        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                        format!("X'{hex}'")
-                    }
-                    other => quote(&mysql_value_text(other).unwrap_or_default()),
-                };
-                match pg_type {
-                    Some(ty) => format!("CAST({text} AS {ty})"),
-                    None => text,
-                }
             }
         }
     }
@@ -277,15 +185,6 @@ pub fn mysql_clock_text(ts: Timestamp) -> String {
         .unwrap_or(latest)
         .clamp(earliest, latest);
     at.strftime("%Y-%m-%d %H:%M:%S%.6f").to_string()
-}
-
-/// A value as text MySQL casts back to its column's type: instants in [`mysql_clock_text`]
-/// form, everything else as [`Value::to_sql_text`] writes it. `None` for NULL.
-pub fn mysql_value_text(value: &Value) -> Option<String> {
-    match value {
-        Value::Timestamp(ts) => Some(mysql_clock_text(*ts)),
-        other => other.to_sql_text(),
-    }
 }
 
 /// An instant as SQLite compares clocks: integer microseconds since the Unix epoch, rounded up
@@ -387,70 +286,6 @@ impl CheckedQuery {
         let inner = self.inner(&mut b);
         Rendered {
             sql: format!("SELECT * FROM ({inner}) AS t LIMIT 0"),
-            binds: b.binds,
-        }
-    }
-
-    /// A slice of the window, ordered by (clock, key), NULL keys excluded (they are counted
-    /// separately).
-    pub fn page_sql(
-        &self,
-        shape: Shape<'_>,
-        window: Window,
-        slice: Slice<'_>,
-        mode: Placeholders,
-    ) -> Rendered {
-        let mut b = Builder::new(self.dialect, mode, window);
-        let inner = self.inner(&mut b);
-        let clock = self.clock_expr(shape.clock);
-        let keys = self.key_exprs(shape.key);
-        let select = match self.dialect {
-            Dialect::Postgres | Dialect::Mysql => "t.*".to_string(),
-            Dialect::Sqlite => format!(
-                "t.*, {clock} AS {}",
-                self.dialect.quote_ident(SQLITE_CLOCK_COLUMN)
-            ),
-        };
-        let mut sql = format!(
-            "SELECT {select} FROM ({inner}) AS t WHERE {}",
-            self.window_predicate(&mut b, shape.clock)
-        );
-        for k in &keys {
-            sql.push_str(&format!(" AND {k} IS NOT NULL"));
-        }
-        let tuple = std::iter::once(clock.clone())
-            .chain(keys.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut bound = |b: &mut Builder, ks: &Keyset, op: &str| {
-            let mut values = vec![b.push(Bind::Value {
-                value: ks.clock.clone(),
-                pg_type: ks.clock_type.clone(),
-            })];
-            for (value, pg_type) in &ks.key {
-                values.push(b.push(Bind::Value {
-                    value: value.clone(),
-                    pg_type: pg_type.clone(),
-                }));
-            }
-            sql.push_str(&format!(" AND ({tuple}) {op} ({})", values.join(", ")));
-        };
-        let (after, upto, offset) = match slice {
-            Slice::Between { after, upto } => (after, upto, None),
-            Slice::Boundary { after, offset } => (after, None, Some(offset)),
-        };
-        if let Some(ks) = after {
-            bound(&mut b, ks, ">");
-        }
-        if let Some(ks) = upto {
-            bound(&mut b, ks, "<=");
-        }
-        sql.push_str(&format!(" ORDER BY {tuple}"));
-        if let Some(offset) = offset {
-            sql.push_str(&format!(" LIMIT 1 OFFSET {offset}"));
-        }
-        Rendered {
-            sql,
             binds: b.binds,
         }
     }

@@ -1,5 +1,4 @@
 use super::*;
-use crate::row::Value;
 
 fn refuse(sql: &str, dialect: Dialect) -> GuardError {
     check(sql, dialect).expect_err(sql)
@@ -198,17 +197,14 @@ fn a_very_long_or_chain_is_checked_without_overflowing_the_stack() {
         Dialect::Postgres,
     );
     assert!(
-        q.page_sql(
+        q.window_sql(
             Shape {
                 clock: "at",
                 key: &["a".into()]
             },
             window(),
-            Slice::Between {
-                after: None,
-                upto: None
-            },
-            Placeholders::Numbered
+            Placeholders::Numbered,
+            &[]
         )
         .sql
         .len()
@@ -299,74 +295,17 @@ fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
         clock: "created_at",
         key: &key,
     };
-    let probe = Slice::Boundary {
-        after: None,
-        offset: 99,
-    };
-    let r = q.page_sql(shape, window(), probe, Placeholders::Numbered);
+    let r = q.window_sql(shape, window(), Placeholders::Numbered, &[]);
     assert_eq!(
         r.sql,
         "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t \
          WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL \
-         ORDER BY t.\"created_at\", t.\"id\" LIMIT 1 OFFSET 99"
+         ORDER BY t.\"created_at\", t.\"id\""
     );
     assert_eq!(
         r.binds,
         vec![Bind::Clock(window().since), Bind::Clock(window().until)]
     );
-}
-
-#[test]
-fn pages_are_bounded_by_keys_so_sql_decides_ties() {
-    let q = accept("SELECT id, created_at FROM t", Dialect::Postgres);
-    let key = vec!["id".to_string()];
-    let ks = Keyset {
-        clock: Value::Timestamp("2026-11-02T00:00:00Z".parse().unwrap()),
-        clock_type: Some("TIMESTAMPTZ".into()),
-        key: vec![(Value::Int(7), Some("INT4".into()))],
-    };
-    let shape = Shape {
-        clock: "created_at",
-        key: &key,
-    };
-    let both = Slice::Between {
-        after: Some(&ks),
-        upto: Some(&ks),
-    };
-    let r = q.page_sql(shape, window(), both, Placeholders::Numbered);
-    let tuple = "(t.\"created_at\", t.\"id\")";
-    assert!(
-        r.sql.contains(&format!(
-            "AND {tuple} > (CAST($3 AS TIMESTAMPTZ), CAST($4 AS INT4))"
-        )),
-        "{}",
-        r.sql
-    );
-    assert!(
-        r.sql.contains(&format!(
-            "AND {tuple} <= (CAST($5 AS TIMESTAMPTZ), CAST($6 AS INT4))"
-        )),
-        "{}",
-        r.sql
-    );
-    assert!(
-        !r.sql.contains("LIMIT"),
-        "a page is bounded by keys, not by a row count"
-    );
-    let after = Slice::Between {
-        after: Some(&ks),
-        upto: None,
-    };
-    let shown = q.page_sql(shape, window(), after, Placeholders::Inline);
-    assert!(
-        shown
-            .sql
-            .contains("t.\"created_at\" >= '2026-11-01T00:00:00Z'::timestamptz"),
-        "{}",
-        shown.sql
-    );
-    assert!(shown.sql.contains("CAST('7' AS INT4)"), "{}", shown.sql);
-    assert!(shown.binds.is_empty());
 }
 
 #[test]
@@ -376,18 +315,14 @@ fn authors_placeholders_are_bound_directly_instead_of_wrapping_the_window() {
         Dialect::Sqlite,
     );
     let key = vec!["id".to_string()];
-    let all = Slice::Between {
-        after: None,
-        upto: None,
-    };
-    let r = q.page_sql(
+    let r = q.window_sql(
         Shape {
             clock: "at",
             key: &key,
         },
         window(),
-        all,
         Placeholders::Numbered,
+        &[],
     );
     assert!(
         r.sql.contains("WHERE at >= ?1 AND at < ?2 AND at > ?1"),

@@ -173,8 +173,8 @@ async fn a_postgres_key_of_a_user_type_whose_name_needs_quoting_pages_without_ru
     let Some(pg) = crate::support::TestPg::new().await else {
         return;
     };
-    // A type whose name is not a plain identifier: keyset paging casts the last key back to
-    // the column's type, and the name used to be pasted into the SQL as it was.
+    // A type whose name is not a plain identifier: keyset paging (since replaced by one ordered
+    // pass) cast the last key back to the column's type, pasting the name into the SQL as it was.
     let mut admin = pg.admin().await;
     admin
         .execute(

@@ -2,7 +2,7 @@
 
 use jiff::Timestamp;
 use proptest::prelude::*;
-use rowfire::sql_guard::{self, Dialect, Placeholders, Shape, Slice, Window};
+use rowfire::sql_guard::{self, Dialect, Placeholders, Shape, Window};
 
 const FRAGMENTS: &[&str] = &[
     "SELECT",
@@ -91,8 +91,8 @@ proptest! {
         for dialect in [Dialect::Postgres, Dialect::Sqlite] {
             if let Ok(q) = sql_guard::check(&sql, dialect) {
                 let shape = Shape { clock: "at", key: &key };
-                let _ = q.page_sql(shape, window, Slice::Boundary { after: None, offset: 9 }, Placeholders::Numbered);
-                let _ = q.page_sql(shape, window, Slice::Between { after: None, upto: None }, Placeholders::Inline);
+                let _ = q.window_sql(shape, window, Placeholders::Numbered, &[]);
+                let _ = q.window_sql(shape, window, Placeholders::Inline, &[]);
             }
         }
         let _ = sql_guard::check_any_dialect(&sql);

@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 use proptest::prelude::*;
-use rowfire::sql_guard::{self, Dialect, Placeholders, Shape, Slice, Window};
+use rowfire::sql_guard::{self, Dialect, Placeholders, Shape, Window};
 use sqlparser::ast::Statement;
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
@@ -189,8 +189,8 @@ proptest! {
             let shape = Shape { clock: "at", key: &key };
             let columns = q.columns_sql(window).sql;
             assert_read_only(&columns)?;
-            let _ = q.page_sql(shape, window, Slice::Boundary { after: None, offset: 9 }, Placeholders::Numbered);
-            let _ = q.page_sql(shape, window, Slice::Between { after: None, upto: None }, Placeholders::Inline);
+            let _ = q.window_sql(shape, window, Placeholders::Numbered, &[]);
+            let _ = q.window_sql(shape, window, Placeholders::Inline, &[]);
         }
     }
 

@@ -8,6 +8,7 @@ use jiff::SignedDuration;
 use rowfire::row::Value;
 use rowfire::source::{Source, SourceError};
 use rowfire::sql_guard::Shape;
+use sqlx::AssertSqlSafe;
 
 use crate::sources::{def, first_page, text_survives_exactly, window, writes_are_refused};
 use crate::support::{TestMy, now, sample_source};
@@ -339,4 +340,147 @@ async fn a_pooled_mariadb_connection_comes_back_with_its_limits_and_time_zone_af
         .unwrap()
         .unwrap();
     assert_eq!(rows[0].get("word"), Some(&Value::Text("text".into())));
+}
+
+/// Creates `wide (k, at, pad)` holding `rows` rows one second apart inside [`window`], each
+/// with 200 bytes of padding: more than the sockets buffer, so the server is still sending
+/// while the reader claims.
+async fn wide_table(my: &TestMy, rows: u32) {
+    let mut admin = my.admin().await;
+    let start = (now() - SignedDuration::from_hours(24 * 30)).strftime("%Y-%m-%d %H:%M:%S");
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE TABLE wide (k BIGINT PRIMARY KEY, at DATETIME(6) NOT NULL, pad VARCHAR(200) NOT NULL);
+         INSERT INTO wide SELECT seq, '{start}' + INTERVAL seq SECOND, REPEAT('x', 200)
+           FROM seq_1_to_{rows};"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
+/// Reads every page of `sql` (clock `at`, key `k`), pausing `pause` after the first; the rows.
+async fn read_all_pausing(
+    source: &Source,
+    sql: &str,
+    pause: Duration,
+) -> Result<(usize, u32), SourceError> {
+    let query = source.check("wide", sql)?;
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let mut reader = source.read_window(&query, shape, window()).await?;
+    let mut rows = 0;
+    while let Some(page) = reader.next_page().await? {
+        if rows == 0 {
+            tokio::time::sleep(pause).await;
+        }
+        rows += page.len();
+    }
+    let pages = reader.pages();
+    reader.finish().await;
+    Ok((rows, pages))
+}
+
+#[tokio::test]
+async fn a_mariadb_window_of_many_pages_is_read_by_one_statement() {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    wide_table(&my, 1_000).await;
+    let mut paged = def(Duration::from_secs(10));
+    paged.page_size = 64;
+    let source = Source::connect(&paged, &my.url).await.unwrap();
+    let before = source.statements();
+    let (rows, pages) = read_all_pausing(&source, "SELECT k, at FROM wide", Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!((rows, pages), (1_000, 16));
+    let sent = source.statements();
+    assert_eq!(
+        sent.windowed - before.windowed,
+        1,
+        "sixteen pages, one statement: {sent:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_mariadb_window_read_outlasts_the_statement_timeout_while_the_reader_pauses_between_pages()
+ {
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    wide_table(&my, 100_000).await;
+    let mut paged = def(Duration::from_secs(1));
+    paged.page_size = 1_000;
+    let source = Source::connect(&paged, &my.url).await.unwrap();
+    // The server is still sending when the reader pauses past the statement timeout: each page
+    // arrives in time, so the read goes on.
+    let (rows, pages) = read_all_pausing(
+        &source,
+        "SELECT k, at, pad FROM wide",
+        Duration::from_millis(2_500),
+    )
+    .await
+    .unwrap();
+    assert_eq!((rows, pages), (100_000, 100));
+}
+
+/// The statements running on the server against `wide`, other than this one.
+async fn running_on_wide(admin: &mut sqlx::MySqlConnection, db: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.PROCESSLIST \
+         WHERE DB = ? AND ID <> CONNECTION_ID() AND INFO LIKE '%wide%'",
+    )
+    .bind(db)
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_mariadb_reader_dropped_halfway_leaves_no_query_running_and_both_pooled_reads_work_after()
+{
+    let Some(my) = TestMy::new().await else {
+        return;
+    };
+    wide_table(&my, 100_000).await;
+    let mut paged = def(Duration::from_secs(10));
+    paged.page_size = 1_000;
+    let source = Source::connect(&paged, &my.url).await.unwrap();
+    let sql = "SELECT k, at, pad FROM wide";
+    let query = source.check("wide", sql).unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let mut admin = my.admin().await;
+    {
+        let mut reader = source.read_window(&query, shape, window()).await.unwrap();
+        let page = reader.next_page().await.unwrap().unwrap();
+        assert_eq!(page.len(), 1_000);
+        assert_eq!(
+            running_on_wide(&mut admin, &my.name).await,
+            1,
+            "the statement is still sending"
+        );
+        // Dropped halfway, without finish.
+    }
+    let started = std::time::Instant::now();
+    while running_on_wide(&mut admin, &my.name).await > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the dropped read's statement still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The pool holds two connections; both are free again, and each read is whole.
+    let (one, two) = tokio::join!(
+        read_all_pausing(&source, sql, Duration::ZERO),
+        read_all_pausing(&source, sql, Duration::ZERO)
+    );
+    assert_eq!(one.unwrap().0, 100_000);
+    assert_eq!(two.unwrap().0, 100_000);
 }

@@ -226,7 +226,7 @@ async fn the_same_events_give_identical_backtests_on_postgres_and_on_sqlite_to_t
     load_postgres(&pg.url, &events).await;
     load_sqlite(&lite.url, &events, &[]).await;
     let defs = defs();
-    // Small pages: the keyset boundaries fall between clocks 1 µs apart too.
+    // Small pages: the page boundaries fall between clocks 1 µs apart too.
     for page_size in [7, 10_000] {
         let pg_source = Source::connect(&source_def(&defs, page_size), &pg.url)
             .await

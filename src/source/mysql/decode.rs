@@ -1,8 +1,7 @@
 //! Decoding MySQL and MariaDB values, each column type to its [`Value`] in exact form: DECIMAL
 //! as its digits, unsigned 64-bit integers past `i64` as digits, BIT as its number, JSON as a
 //! document, binary strings as bytes, and `DATETIME`/`TIMESTAMP` (read in the session's UTC)
-//! to the microsecond. Also the `CAST` target a keyset value of each type is bound through, so
-//! it compares in SQL as the column does.
+//! to the microsecond.
 
 use sqlx::mysql::{MySql, MySqlRow, MySqlTypeInfo};
 use sqlx::{Row as _, TypeInfo, ValueRef};
@@ -53,30 +52,6 @@ pub(super) fn kind_of(ty: &MySqlTypeInfo) -> Option<Kind> {
         }
         _ => return None,
     })
-}
-
-/// The `CAST` target a keyset value of `kind` is bound through (`None`: bound as it is, which
-/// compares as the column does: integers, floats, and strings in the column's collation).
-pub(super) fn cast_target(kind: Kind) -> Option<String> {
-    Some(
-        match kind {
-            Kind::DateTime => "DATETIME(6)",
-            Kind::Date => "DATE",
-            Kind::Time => "TIME(6)",
-            // String against DECIMAL compares as doubles; DECIMAL against DECIMAL is exact.
-            Kind::Decimal => "DECIMAL(65,30)",
-            Kind::UInt | Kind::Bit => "UNSIGNED",
-            Kind::Bool
-            | Kind::Int
-            | Kind::Float
-            | Kind::Double
-            | Kind::Text
-            | Kind::Bytes
-            | Kind::Year
-            | Kind::Json => return None,
-        }
-        .to_string(),
-    )
 }
 
 fn bad(what: &str) -> sqlx::Error {

@@ -3,13 +3,16 @@
 //! timeout (`max_execution_time` in milliseconds on MySQL, `max_statement_time` in seconds on
 //! MariaDB, whichever the server has); each read one `START TRANSACTION READ ONLY, WITH
 //! CONSISTENT SNAPSHOT`; a client-side deadline that kills the connection's thread; and a clean
-//! hand-back (rolled back, the session's settings applied again) or its closing.
+//! hand-back (rolled back, the session's settings applied again) or its closing. A window's
+//! streamed statement (`mysql/stream.rs`) runs with the server's statement limit lifted and
+//! each chunk under the client deadline instead; `net_write_timeout` bounds how long the server
+//! waits on a reader that is claiming between chunks.
 
 use std::time::Duration;
 
 use sqlx::mysql::{MySql, MySqlConnection, MySqlDatabaseError, MySqlPool, MySqlRow};
 use sqlx::pool::PoolConnection;
-use sqlx::{AssertSqlSafe, Connection as _, Executor, Row as _, SqlSafeStr, Statement as _};
+use sqlx::{AssertSqlSafe, Connection as _, Executor, SqlSafeStr, Statement as _};
 
 use super::bound;
 use crate::source::Column;
@@ -60,9 +63,33 @@ pub(in crate::source) fn error_number(e: &sqlx::Error) -> Option<u16> {
     }
 }
 
-/// Sets the session up for reading: read-only, UTC, Rowfire's SQL modes and the statement
-/// timeout, in the variable this server has. Run on every new connection and again whenever a
-/// connection goes back to the pool.
+/// How long the server waits to hand rows to a streamed read's reader before it drops the
+/// connection (`net_write_timeout`), at least: the reader may be claiming the page before.
+/// PostgreSQL's reads allow the same idle time inside their transaction.
+const WRITE_WAIT: Duration = Duration::from_secs(300);
+
+/// The session's `net_write_timeout`, in whole seconds: [`WRITE_WAIT`] or twice the statement
+/// timeout, whichever is longer.
+fn write_wait_secs(timeout: Duration) -> u64 {
+    WRITE_WAIT
+        .max(timeout.saturating_mul(2))
+        .as_secs()
+        .clamp(1, 31_536_000)
+}
+
+/// The variable that holds the server's statement timeout: `max_statement_time` (seconds) on
+/// MariaDB, `max_execution_time` (milliseconds) on MySQL.
+fn limit_variable(version: &str) -> &'static str {
+    if version.to_ascii_lowercase().contains("mariadb") {
+        "max_statement_time"
+    } else {
+        "max_execution_time"
+    }
+}
+
+/// Sets the session up for reading: read-only, UTC, Rowfire's SQL modes, the statement timeout
+/// in the variable this server has, and how long the server waits on a slow reader. Run on
+/// every new connection and again whenever a connection goes back to the pool.
 pub(in crate::source) async fn apply(
     conn: &mut MySqlConnection,
     timeout: Duration,
@@ -71,17 +98,20 @@ pub(in crate::source) async fn apply(
         .fetch_one(&mut *conn)
         .await?;
     let millis = timeout.as_millis().clamp(1, u128::from(u32::MAX));
-    let limit = if version.to_ascii_lowercase().contains("mariadb") {
+    let variable = limit_variable(&version);
+    let limit = if variable == "max_statement_time" {
         // Seconds, a fraction allowed.
-        format!("max_statement_time = {:.3}", millis as f64 / 1000.0)
+        format!("{variable} = {:.3}", millis as f64 / 1000.0)
     } else {
-        format!("max_execution_time = {millis}")
+        format!("{variable} = {millis}")
     };
+    let write_wait = write_wait_secs(timeout);
     sqlx::raw_sql("SET SESSION TRANSACTION READ ONLY")
         .execute(&mut *conn)
         .await?;
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "SET SESSION time_zone = '+00:00', SESSION sql_mode = '{SQL_MODE}', SESSION {limit}"
+        "SET SESSION time_zone = '+00:00', SESSION sql_mode = '{SQL_MODE}', SESSION {limit}, \
+         SESSION net_write_timeout = {write_wait}"
     )))
     .execute(&mut *conn)
     .await?;
@@ -123,12 +153,15 @@ pub(in crate::source) struct MySession {
     conn: Option<PoolConnection<MySql>>,
     pool: MySqlPool,
     thread: u64,
+    /// The variable holding the server's statement timeout ([`limit_variable`]).
+    limit: &'static str,
     timeout: Duration,
 }
 
 impl MySession {
-    /// Opens a read: the connection's thread id (for the deadline), then `START TRANSACTION
-    /// READ ONLY, WITH CONSISTENT SNAPSHOT`.
+    /// Opens a read: the connection's thread id (for the deadline) and the server's version
+    /// (for its limit's variable), then `START TRANSACTION READ ONLY, WITH CONSISTENT
+    /// SNAPSHOT`.
     pub(in crate::source) async fn open(
         pool: &MySqlPool,
         timeout: Duration,
@@ -138,12 +171,15 @@ impl MySession {
             conn: Some(conn),
             pool: pool.clone(),
             thread: 0,
+            limit: "max_execution_time",
             timeout,
         };
-        session.thread = guarded!(&mut session, |conn| sqlx::query_scalar::<_, u64>(
-            "SELECT CONNECTION_ID()"
+        let (thread, version) = guarded!(&mut session, |conn| sqlx::query_as::<_, (u64, String)>(
+            "SELECT CONNECTION_ID(), VERSION()"
         )
         .fetch_one(conn))?;
+        session.thread = thread;
+        session.limit = limit_variable(&version);
         guarded!(&mut session, |conn| sqlx::raw_sql(
             "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT"
         )
@@ -153,7 +189,7 @@ impl MySession {
 
     /// Kills the connection's thread from a fresh connection (the pool may be busy) and drops
     /// this session's connection so it is closed, never reused.
-    async fn kill(&mut self) {
+    pub(super) async fn kill(&mut self) {
         self.discard();
         if self.thread == 0 {
             return;
@@ -180,28 +216,27 @@ impl MySession {
         guarded!(self, |conn| bound(rendered).fetch_all(conn))
     }
 
-    /// Runs a rendered page statement, reading its rows one by one as they arrive: `Ok(None)`
-    /// as soon as their values pass `max_bytes`, before more are read (the session is then
-    /// dropped, so its connection is closed, not drained).
-    pub(super) async fn fetch_bounded(
-        &mut self,
-        rendered: &Rendered,
-        max_bytes: usize,
-    ) -> Result<Option<Vec<MySqlRow>>, MyFail> {
-        guarded!(self, |conn| async move {
-            use futures_util::TryStreamExt as _;
-            let mut stream = bound(rendered).fetch(conn);
-            let mut rows = Vec::new();
-            let mut bytes = 0usize;
-            while let Some(row) = stream.try_next().await? {
-                bytes = bytes.saturating_add(row_bytes(&row));
-                if bytes > max_bytes {
-                    return Ok(None);
-                }
-                rows.push(row);
-            }
-            Ok(Some(rows))
-        })
+    /// Lifts the server's statement timeout for the rest of this read (its one streamed
+    /// statement), set by Rowfire just before it. MySQL and MariaDB measure that timeout over the
+    /// whole statement, including the time it waits to hand rows to a reader that is claiming
+    /// between pages, so it would end a long window read however quickly each page came; the
+    /// stream bounds each chunk by the client deadline instead. [`MySession::close`] applies the
+    /// limit again before the connection goes back to the pool.
+    pub(super) async fn lift_statement_limit(&mut self) -> Result<(), MyFail> {
+        let set = format!("SET SESSION {} = 0", self.limit);
+        guarded!(self, |conn| sqlx::raw_sql(AssertSqlSafe(set)).execute(conn))?;
+        Ok(())
+    }
+
+    /// The session's connection, for a statement the caller runs under its own deadline
+    /// ([`MySession::kill`] past it). `None` once the connection was discarded.
+    pub(super) fn connection(&mut self) -> Option<&mut MySqlConnection> {
+        self.conn.as_deref_mut()
+    }
+
+    /// The source's statement timeout.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Describes a statement's output columns.
@@ -260,16 +295,4 @@ pub(in crate::source) async fn execute(
     .execute(conn))?;
     session.close().await;
     Ok(())
-}
-
-/// What a row's values take in memory, roughly: their wire size, at least 8 bytes each.
-fn row_bytes(row: &MySqlRow) -> usize {
-    (0..row.len())
-        .map(|i| {
-            row.try_get_unchecked::<&[u8], _>(i)
-                .map(<[u8]>::len)
-                .unwrap_or(0)
-                .max(8)
-        })
-        .sum()
 }

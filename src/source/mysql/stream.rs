@@ -1,0 +1,199 @@
+//! One ordered pass over a window on MySQL and MariaDB: the window statement runs once inside
+//! the read's read-only, consistent-snapshot transaction, and its rows are decoded as the
+//! server sends them and handed on a page at a time.
+//!
+//! Limits, all set by Rowfire before the statement:
+//! - The server's statement timeout (`max_execution_time` / `max_statement_time`) is lifted
+//!   for this one statement: the server measures it over the whole statement, including the
+//!   time it waits to hand rows to a reader that is claiming between pages, so it would end a
+//!   long read however fast each page came.
+//! - Instead each chunk must arrive within the source's statement timeout, measured while the
+//!   task waits on the server (not while it waits on the reader); past it, Rowfire kills the
+//!   connection's thread and the read fails with the timeout. So the first chunk (where the
+//!   server sorts the window) is bounded as any one statement is.
+//! - While the reader claims between pages the server waits to send at most
+//!   `net_write_timeout` (300 s, or twice the statement timeout if longer: the idle time a
+//!   PostgreSQL read has inside its transaction), then drops the connection.
+
+use futures_util::TryStreamExt as _;
+use futures_util::stream::BoxStream;
+use sqlx::mysql::MySqlRow;
+use tokio::sync::mpsc;
+
+use super::{Decoder, MyFail, MySession, bound};
+use crate::source::window::row_bytes;
+use crate::source::{FetchError, Fetched};
+use crate::sql_guard::{Rendered, Shape};
+
+/// A window's streamed statement, read by a task that owns the session, one chunk ahead of the
+/// reader (a channel of one), so the server produces the next page while the caller claims
+/// this one and memory stays bounded by the page size. Finished after the window's end, the
+/// session is rolled back and cleaned as every read is; finished early or dropped, its
+/// connection is closed, never drained or reused.
+pub(in crate::source) struct MyStream {
+    chunks: mpsc::Receiver<Result<Fetched, FetchError>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl MyStream {
+    /// Starts `rendered` (a window statement) in `session`, read `rows` at a time, each chunk
+    /// within `max_bytes` of values.
+    pub(in crate::source) fn start(
+        session: MySession,
+        rendered: &Rendered,
+        shape: Shape<'_>,
+        rows: usize,
+        max_bytes: usize,
+    ) -> MyStream {
+        let (give, chunks) = mpsc::channel(1);
+        let rendered = rendered.clone();
+        let shape = (shape.clock.to_string(), shape.key.to_vec());
+        let task = tokio::spawn(async move {
+            let shape = Shape {
+                clock: &shape.0,
+                key: &shape.1,
+            };
+            stream(session, rendered, shape, rows.max(1), max_bytes, give).await
+        });
+        MyStream {
+            chunks,
+            task: Some(task),
+        }
+    }
+
+    /// The next chunk of rows (fewer than asked at the window's end).
+    pub(in crate::source) async fn next(&mut self) -> Result<Fetched, FetchError> {
+        // The reader stops asking after a short chunk (the window's end), so a stream that
+        // ends without one lost its task: an error, never a window cut short.
+        self.chunks
+            .recv()
+            .await
+            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Stops reading and waits until the session is handed back (rolled back and cleaned after
+    /// the window's end) or closed (before it).
+    pub(in crate::source) async fn finish(mut self) {
+        self.chunks.close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for MyStream {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// How the statement's pass ended.
+enum End {
+    /// Every row was handed on.
+    Exhausted,
+    /// The reader stopped asking before the end.
+    Stopped,
+    /// The statement failed; `kill` when it ran past the deadline.
+    Failed { error: FetchError, kill: bool },
+}
+
+/// The reading task: lifts the server's statement limit, runs the statement, and hands on chunk
+/// after chunk until the window ends, a chunk fails or the reader stops.
+async fn stream(
+    mut session: MySession,
+    rendered: Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+    give: mpsc::Sender<Result<Fetched, FetchError>>,
+) {
+    let timeout = session.timeout();
+    let end = match session.lift_statement_limit().await {
+        Err(e) => End::Failed {
+            error: fetch_error(e),
+            kill: false,
+        },
+        Ok(()) => match session.connection() {
+            None => End::Failed {
+                error: FetchError::Deadline,
+                kill: false,
+            },
+            Some(conn) => {
+                let mut pass = bound(&rendered).fetch(conn);
+                let mut decoder = None;
+                loop {
+                    let next = chunk(&mut pass, &mut decoder, shape, rows, max_bytes);
+                    let fetched = match tokio::time::timeout(timeout, next).await {
+                        Ok(Ok(fetched)) => fetched,
+                        Ok(Err(error)) => break End::Failed { error, kill: false },
+                        Err(_) => {
+                            break End::Failed {
+                                error: FetchError::Deadline,
+                                kill: true,
+                            };
+                        }
+                    };
+                    let last = fetched.rows.len() < rows;
+                    if give.send(Ok(fetched)).await.is_err() {
+                        break End::Stopped;
+                    }
+                    if last {
+                        break End::Exhausted;
+                    }
+                }
+            }
+        },
+    };
+    match end {
+        End::Exhausted => session.close().await,
+        // Dropped, not closed: the rest of the rows are not drained, the connection is closed.
+        End::Stopped => drop(session),
+        End::Failed { error, kill } => {
+            if kill {
+                session.kill().await;
+            }
+            drop(session);
+            let _ = give.send(Err(error)).await;
+        }
+    }
+}
+
+/// Reads up to `rows` rows of the pass, decoding each as it arrives.
+async fn chunk(
+    pass: &mut BoxStream<'_, Result<MySqlRow, sqlx::Error>>,
+    decoder: &mut Option<Decoder>,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+) -> Result<Fetched, FetchError> {
+    let mut out = Vec::with_capacity(rows.min(4096));
+    let mut bytes = 0usize;
+    while out.len() < rows {
+        let Some(row) = pass.try_next().await? else {
+            break;
+        };
+        let d = match decoder {
+            Some(d) => d,
+            None => decoder.insert(Decoder::new(&row, shape)?),
+        };
+        let row = d.row(&row)?;
+        bytes = bytes.saturating_add(row_bytes(&row));
+        if bytes > max_bytes {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        out.push(row);
+    }
+    Ok(match decoder {
+        Some(d) => d.fetched(out, bytes),
+        None => Fetched::empty(),
+    })
+}
+
+fn fetch_error(e: MyFail) -> FetchError {
+    match e {
+        MyFail::Sql(e) => FetchError::Sql(e),
+        MyFail::Deadline => FetchError::Deadline,
+    }
+}
