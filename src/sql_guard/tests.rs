@@ -299,13 +299,34 @@ fn the_query_that_runs_is_rendered_from_the_tree_inside_the_window() {
     assert_eq!(
         r.sql,
         "SELECT t.* FROM (SELECT id, created_at FROM t WHERE kind = 'x') AS t \
-         WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 AND t.\"id\" IS NOT NULL \
+         WHERE t.\"created_at\" >= $1 AND t.\"created_at\" < $2 \
          ORDER BY t.\"created_at\", t.\"id\""
     );
     assert_eq!(
         r.binds,
         vec![Bind::Clock(window().since), Bind::Clock(window().until)]
     );
+}
+
+#[test]
+fn the_one_pass_is_ordered_only_by_the_key_columns_it_is_told_pages_may_be_cut_on() {
+    let q = accept("SELECT id, name, at FROM t", Dialect::Postgres);
+    let key = vec!["name".to_string(), "id".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let sql = |sorted: &[bool]| {
+        q.window_sql(shape, window(), Placeholders::Numbered, sorted)
+            .sql
+    };
+    assert!(
+        sql(&[false, true]).ends_with("ORDER BY t.\"at\", t.\"id\""),
+        "{}",
+        sql(&[false, true])
+    );
+    assert!(sql(&[false, false]).ends_with("ORDER BY t.\"at\""));
+    assert!(sql(&[]).ends_with("ORDER BY t.\"at\", t.\"name\", t.\"id\""));
 }
 
 #[test]
