@@ -139,11 +139,10 @@ impl Decoder {
     }
 
     /// A chunk of decoded rows, with where the clock and key are.
-    fn fetched(&self, rows: Vec<Row>, bytes: usize) -> Fetched {
+    fn fetched(&self, rows: Vec<Row>) -> Fetched {
         Fetched {
             rows,
             key: self.key.clone(),
-            bytes,
         }
     }
 }

@@ -91,7 +91,6 @@ pub(super) async fn fetch(
 ) -> Result<Fetched, FetchError> {
     let mut decoder: Option<Decoder> = None;
     let mut rows = Vec::new();
-    let mut bytes = 0usize;
     let mut failed: Option<FetchError> = None;
     let read = session
         .fetch_each(rendered, max_bytes, |r| {
@@ -102,7 +101,6 @@ pub(super) async fn fetch(
                 let d = decoder.as_ref().expect("set above");
                 let row = d.row(r)?;
                 let size = super::window::row_bytes(&row);
-                bytes += size;
                 rows.push(row);
                 Ok::<_, FetchError>(size)
             })();
@@ -125,11 +123,7 @@ pub(super) async fn fetch(
     let Some(d) = decoder else {
         return Ok(Fetched::empty());
     };
-    Ok(Fetched {
-        rows,
-        key: d.key,
-        bytes,
-    })
+    Ok(Fetched { rows, key: d.key })
 }
 
 /// Per key column, whether a window's one pass is ordered by it: only columns whose type a

@@ -348,7 +348,6 @@ impl Chunk {
         Fetched {
             rows: self.rows,
             key,
-            bytes: self.bytes,
         }
     }
 }

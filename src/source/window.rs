@@ -49,8 +49,6 @@ pub(crate) struct Fetched {
     pub rows: Vec<Row>,
     /// The key columns' indices.
     pub key: Vec<usize>,
-    /// What the rows' values take in memory, by [`row_bytes`].
-    pub bytes: usize,
 }
 
 impl Fetched {
@@ -58,7 +56,6 @@ impl Fetched {
         Fetched {
             rows: Vec::new(),
             key: Vec::new(),
-            bytes: 0,
         }
     }
 }
@@ -166,14 +163,12 @@ impl<'a> WindowReader<'a> {
             let room = source.page_bytes.saturating_sub(held);
             let fetched = self.session.next_rows(source, size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
-            self.held_bytes = held.saturating_add(fetched.bytes);
-            if self.held_bytes > source.page_bytes {
-                let limit = source.page_bytes;
-                return Err(self.failed(FetchError::TooLarge { limit }));
-            }
             if fetched.rows.len() < size {
                 self.exhausted = true;
             }
+            // Only rows kept count against the page's memory: a run of NULL keys is dropped as
+            // it is read, however long.
+            let mut kept = 0usize;
             for row in fetched.rows {
                 if fetched
                     .key
@@ -183,12 +178,18 @@ impl<'a> WindowReader<'a> {
                     self.null_keys += 1;
                     continue;
                 }
+                kept = kept.saturating_add(row_bytes(&row));
                 let tied = self
                     .held
                     .last()
                     .is_some_and(|before| inseparable(before, &row, &fetched.key, &self.sorted));
                 self.held_ties.push(tied);
                 self.held.push(row);
+            }
+            self.held_bytes = held.saturating_add(kept);
+            if self.held_bytes > source.page_bytes {
+                let limit = source.page_bytes;
+                return Err(self.failed(FetchError::TooLarge { limit }));
             }
         };
         let page = match cut {

@@ -469,3 +469,76 @@ async fn keys_equal_in_sql_but_not_in_text_straddling_pages_are_read_once_on_mar
     ids.sort();
     assert_eq!(ids, (1..=11).collect::<Vec<_>>());
 }
+
+/// Reads `events` (four keyed rows, 500 rows with a NULL key, then two keyed rows) in pages of
+/// four with a page memory bound far under what the NULL-key rows take together: they are
+/// counted and dropped as they are read, so they never fill a page.
+async fn a_long_run_of_null_keys_is_counted_and_never_fills_a_page(url: &str) {
+    let mut source = ties_source(url).await;
+    source.limit_page_bytes(2_000);
+    let query = source.check("t", "SELECT id, k, at FROM events").unwrap();
+    let key = ["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let mut reader = source
+        .read_window(&query, shape, ties_window())
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    while let Some(page) = reader.next_page().await.unwrap() {
+        ids.extend(page.iter().map(|r| r.get("id").cloned()));
+    }
+    let null_keys = reader.null_keys();
+    reader.finish().await;
+    let expected: Vec<Option<Value>> = [1, 2, 3, 4, 1001, 1002]
+        .into_iter()
+        .map(|id| Some(Value::Int(id)))
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(null_keys, 500);
+}
+
+const NULL_KEY_ROWS: &str = "
+    INSERT INTO events VALUES (1, 'a', '2026-11-28T01:00:00Z'), (2, 'b', '2026-11-28T02:00:00Z'),
+                              (3, 'c', '2026-11-28T03:00:00Z'), (4, 'd', '2026-11-28T04:00:00Z'),
+                              (1001, 'e', '2026-11-28T20:00:00Z'), (1002, 'f', '2026-11-28T21:00:00Z')";
+
+#[tokio::test]
+async fn a_long_run_of_null_keys_is_counted_and_never_fills_a_page_on_sqlite() {
+    let db = TestSqlite::new();
+    let mut c = SqliteConnection::connect(&format!("{}?mode=rwc", db.url))
+        .await
+        .unwrap();
+    let setup = format!(
+        "CREATE TABLE events (id INTEGER PRIMARY KEY, k TEXT, at TEXT);
+         {NULL_KEY_ROWS};
+         WITH RECURSIVE g(n) AS (SELECT 5 UNION ALL SELECT n + 1 FROM g WHERE n < 504)
+         INSERT INTO events SELECT n, NULL, '2026-11-28T10:' || printf('%02d', n % 60) || ':00Z' FROM g;"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    a_long_run_of_null_keys_is_counted_and_never_fills_a_page(&db.url).await;
+}
+
+#[tokio::test]
+async fn a_long_run_of_null_keys_is_counted_and_never_fills_a_page_on_postgres() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let mut c = pg.admin().await;
+    let setup = format!(
+        "CREATE TABLE events (id bigint PRIMARY KEY, k text, at timestamptz);
+         {NULL_KEY_ROWS};
+         INSERT INTO events SELECT n, NULL, TIMESTAMPTZ '2026-11-28T10:00:00Z' + n * interval '1 second'
+           FROM generate_series(5, 504) AS n;"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    a_long_run_of_null_keys_is_counted_and_never_fills_a_page(&pg.url).await;
+}

@@ -186,7 +186,7 @@ async fn chunk(
         out.push(row);
     }
     Ok(match decoder {
-        Some(d) => d.fetched(out, bytes),
+        Some(d) => d.fetched(out),
         None => Fetched::empty(),
     })
 }
