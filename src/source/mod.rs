@@ -403,17 +403,6 @@ impl Source {
         Ok(UnreadableClocks { rows, example })
     }
 
-    /// Rows in the window with a NULL key column. They are read by no page and fire nothing.
-    pub async fn count_null_keys(
-        &self,
-        query: &CheckedQuery,
-        shape: Shape<'_>,
-        window: Window,
-    ) -> Result<u64, SourceError> {
-        Sent::one(&self.sent.windowed);
-        self.count(&query.null_key_count_sql(shape, window)).await
-    }
-
     /// Opens a paged read of a trigger's window, in one read-only snapshot.
     pub async fn read_window<'a>(
         &'a self,

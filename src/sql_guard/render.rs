@@ -373,21 +373,4 @@ impl CheckedQuery {
             binds: b.binds,
         })
     }
-
-    /// Counts rows in the window whose key has a NULL column.
-    pub fn null_key_count_sql(&self, shape: Shape<'_>, window: Window) -> Rendered {
-        let mut b = Builder::new(self.dialect, Placeholders::Numbered, window);
-        let inner = self.inner(&mut b);
-        let any_null = self
-            .key_exprs(shape.key)
-            .iter()
-            .map(|k| format!("{k} IS NULL"))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let predicate = self.window_predicate(&mut b, shape.clock);
-        Rendered {
-            sql: format!("SELECT count(*) FROM ({inner}) AS t WHERE {predicate} AND ({any_null})"),
-            binds: b.binds,
-        }
-    }
 }
