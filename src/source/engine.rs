@@ -9,7 +9,7 @@ use std::time::Duration;
 use sqlx::pool::PoolOptions;
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
-use super::window::{FetchError, Fetched};
+use super::window::{FetchError, Fetched, ReadAhead};
 use super::{Column, Source, SourceError, mysql, postgres, sqlite};
 use crate::row::Value;
 use crate::sql_guard::{CheckedQuery, Dialect, Rendered, Shape, Window};
@@ -91,10 +91,10 @@ pub(super) enum Session {
     /// A SQLite read once its one statement steps (it owns the transaction).
     SqliteStream(sqlite::SqliteStream),
     /// A PostgreSQL read once its cursor is declared (its task owns the session).
-    PostgresStream(postgres::PgStream),
+    PostgresStream(ReadAhead),
     Mysql(mysql::MySession),
     /// A MySQL or MariaDB read once its statement streams (its task owns the session).
-    MysqlStream(mysql::MyStream),
+    MysqlStream(ReadAhead),
     /// Only while a read hands its session to its pass.
     Moved,
 }
@@ -261,7 +261,7 @@ impl Session {
         let rows = source.page_size.max(1);
         match std::mem::replace(self, Session::Moved) {
             Session::Postgres(session) => {
-                *self = Session::PostgresStream(postgres::PgStream::start(
+                *self = Session::PostgresStream(postgres::start_pass(
                     session,
                     rendered,
                     shape,
@@ -280,7 +280,7 @@ impl Session {
                 Ok(())
             }
             Session::Mysql(session) => {
-                *self = Session::MysqlStream(mysql::MyStream::start(
+                *self = Session::MysqlStream(mysql::start_pass(
                     session,
                     rendered,
                     shape,

@@ -23,7 +23,7 @@ use crate::row::{Row, Value};
 use crate::sql_guard::{Bind, Rendered, Shape, mysql_clock_text};
 use decode::{decode, kind_of};
 pub(super) use session::{MyFail, MySession, error_number, execute, timed_out};
-pub(super) use stream::MyStream;
+pub(super) use stream::start as start_pass;
 
 /// The schemas a source's DSN may not name as its database: the server's own.
 const SYSTEM_DATABASES: &[&str] = &["information_schema", "mysql", "performance_schema", "sys"];

@@ -15,6 +15,7 @@ use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Column as _, PgPool, Postgres, Row as _, TypeInfo};
 
 use super::engine::{ConnectError, open_pool};
+use super::window::{Chunks, ReadAhead};
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
 use crate::sql_guard::{Bind, Rendered, Shape};
@@ -198,72 +199,31 @@ impl Decoder {
 /// The cursor a PostgreSQL read declares for its one pass over the window.
 const CURSOR: &str = "rowfire_window";
 
-/// One ordered pass over a window on PostgreSQL: a `NO SCROLL` cursor declared in the read's
-/// read-only transaction and fetched a page at a time by a task that owns the session, one
-/// page ahead of the reader, so the server produces the next page while the caller claims this
-/// one. Each `FETCH` runs under the read's limits, set again before it. Finished, the session
-/// is rolled back and cleaned as every read is; dropped, its task is aborted and the
-/// connection closed.
-pub(super) struct PgStream {
-    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl PgStream {
-    /// Declares the cursor for `rendered` (a window statement) in `session` and starts
-    /// fetching `rows` at a time, each fetch within `max_bytes` of values.
-    pub(super) fn start(
-        session: PgSession,
-        rendered: &Rendered,
-        shape: Shape<'_>,
-        rows: usize,
-        max_bytes: usize,
-    ) -> PgStream {
-        let (give, chunks) = tokio::sync::mpsc::channel(1);
-        let declare = Rendered {
-            sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
-            binds: rendered.binds.clone(),
+/// Starts one ordered pass over a window on PostgreSQL: a `NO SCROLL` cursor for `rendered`
+/// (a window statement) declared in the read's read-only transaction and fetched `rows` at a
+/// time (each fetch within `max_bytes` of values) by a task that owns the session, one page
+/// ahead of the reader. Each `FETCH` runs under the read's limits, set again before it.
+/// Finished, the session is rolled back and cleaned as every read is; dropped, its task is
+/// aborted and the connection closed.
+pub(super) fn start_pass(
+    session: PgSession,
+    rendered: &Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+) -> ReadAhead {
+    let declare = Rendered {
+        sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
+        binds: rendered.binds.clone(),
+    };
+    let shape = (shape.clock.to_string(), shape.key.to_vec());
+    ReadAhead::spawn(move |give| async move {
+        let shape = Shape {
+            clock: &shape.0,
+            key: &shape.1,
         };
-        let shape = (shape.clock.to_string(), shape.key.to_vec());
-        let task = tokio::spawn(async move {
-            let shape = Shape {
-                clock: &shape.0,
-                key: &shape.1,
-            };
-            stream(session, declare, shape, rows, max_bytes, give).await
-        });
-        PgStream {
-            chunks,
-            task: Some(task),
-        }
-    }
-
-    /// The next chunk of rows (fewer than asked at the window's end), each with its tie flag.
-    pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
-        // The reader stops asking after a short chunk (the window's end), so a stream that
-        // ends without one lost its task: an error, never a window cut short.
-        self.chunks
-            .recv()
-            .await
-            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
-    }
-
-    /// Stops reading and waits until the session is rolled back and handed back (a fetch in
-    /// progress finishes first).
-    pub(super) async fn finish(mut self) {
-        self.chunks.close();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for PgStream {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
+        stream(session, declare, shape, rows, max_bytes, give).await
+    })
 }
 
 /// The fetching task: declares the cursor, then fetches chunk after chunk until the window
@@ -274,7 +234,7 @@ async fn stream(
     shape: Shape<'_>,
     rows: usize,
     max_bytes: usize,
-    give: tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>,
+    give: Chunks,
 ) {
     if let Err(e) = session.fetch_all(&declare).await {
         let e = match e {

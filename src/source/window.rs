@@ -285,3 +285,57 @@ impl From<sqlx::Error> for FetchError {
         FetchError::Sql(e)
     }
 }
+
+/// A window's pass read one chunk ahead by a task that owns its session, over a channel of
+/// one: the server produces the next chunk while the caller claims this one, and memory stays
+/// bounded by the page size. The PostgreSQL cursor and the MySQL stream both read this way.
+/// Dropped, the task is aborted (its session closes its connection, never reused).
+pub(super) struct ReadAhead {
+    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Where a read-ahead task hands its chunks.
+pub(super) type Chunks = tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>;
+
+impl ReadAhead {
+    /// Spawns `read`, which sends chunk after chunk to the channel it is given until the window
+    /// ends, a chunk fails or the reader stops listening.
+    pub(super) fn spawn<F>(read: impl FnOnce(Chunks) -> F) -> ReadAhead
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (give, chunks) = tokio::sync::mpsc::channel(1);
+        ReadAhead {
+            chunks,
+            task: Some(tokio::spawn(read(give))),
+        }
+    }
+
+    /// The next chunk of rows (fewer than asked at the window's end).
+    pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
+        // The reader stops asking after a short chunk (the window's end), so a stream that
+        // ends without one lost its task: an error, never a window cut short.
+        self.chunks
+            .recv()
+            .await
+            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
+    }
+
+    /// Stops reading and waits for the task: after the window's end it rolls the session back
+    /// and hands it back clean; before it, the session is closed.
+    pub(super) async fn finish(mut self) {
+        self.chunks.close();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

@@ -18,75 +18,32 @@
 use futures_util::TryStreamExt as _;
 use futures_util::stream::BoxStream;
 use sqlx::mysql::MySqlRow;
-use tokio::sync::mpsc;
 
 use super::{Decoder, MyFail, MySession, bound};
-use crate::source::window::row_bytes;
+use crate::source::window::{Chunks, ReadAhead, row_bytes};
 use crate::source::{FetchError, Fetched};
 use crate::sql_guard::{Rendered, Shape};
 
-/// A window's streamed statement, read by a task that owns the session, one chunk ahead of the
-/// reader (a channel of one), so the server produces the next page while the caller claims
-/// this one and memory stays bounded by the page size. Finished after the window's end, the
-/// session is rolled back and cleaned as every read is; finished early or dropped, its
-/// connection is closed, never drained or reused.
-pub(in crate::source) struct MyStream {
-    chunks: mpsc::Receiver<Result<Fetched, FetchError>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl MyStream {
-    /// Starts `rendered` (a window statement) in `session`, read `rows` at a time, each chunk
-    /// within `max_bytes` of values.
-    pub(in crate::source) fn start(
-        session: MySession,
-        rendered: &Rendered,
-        shape: Shape<'_>,
-        rows: usize,
-        max_bytes: usize,
-    ) -> MyStream {
-        let (give, chunks) = mpsc::channel(1);
-        let rendered = rendered.clone();
-        let shape = (shape.clock.to_string(), shape.key.to_vec());
-        let task = tokio::spawn(async move {
-            let shape = Shape {
-                clock: &shape.0,
-                key: &shape.1,
-            };
-            stream(session, rendered, shape, rows.max(1), max_bytes, give).await
-        });
-        MyStream {
-            chunks,
-            task: Some(task),
-        }
-    }
-
-    /// The next chunk of rows (fewer than asked at the window's end).
-    pub(in crate::source) async fn next(&mut self) -> Result<Fetched, FetchError> {
-        // The reader stops asking after a short chunk (the window's end), so a stream that
-        // ends without one lost its task: an error, never a window cut short.
-        self.chunks
-            .recv()
-            .await
-            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
-    }
-
-    /// Stops reading and waits until the session is handed back (rolled back and cleaned after
-    /// the window's end) or closed (before it).
-    pub(in crate::source) async fn finish(mut self) {
-        self.chunks.close();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-    }
-}
-
-impl Drop for MyStream {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
+/// Starts a window's streamed statement `rendered`, read `rows` at a time (each chunk within
+/// `max_bytes` of values) by a task that owns the session, one chunk ahead of the reader.
+/// Finished after the window's end, the session is rolled back and cleaned as every read is;
+/// finished early or dropped, its connection is closed, never drained or reused.
+pub(in crate::source) fn start(
+    session: MySession,
+    rendered: &Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+) -> ReadAhead {
+    let rendered = rendered.clone();
+    let shape = (shape.clock.to_string(), shape.key.to_vec());
+    ReadAhead::spawn(move |give| async move {
+        let shape = Shape {
+            clock: &shape.0,
+            key: &shape.1,
+        };
+        stream(session, rendered, shape, rows.max(1), max_bytes, give).await
+    })
 }
 
 /// How the statement's pass ended.
@@ -107,7 +64,7 @@ async fn stream(
     shape: Shape<'_>,
     rows: usize,
     max_bytes: usize,
-    give: mpsc::Sender<Result<Fetched, FetchError>>,
+    give: Chunks,
 ) {
     let timeout = session.timeout();
     let end = match session.lift_statement_limit().await {
