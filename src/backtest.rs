@@ -59,19 +59,25 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// A rule's cadence applied in memory, row after row in clock order.
+/// A rule's cadence applied in memory, row after row in clock order. Keys and buckets are
+/// numbered on first sight, so a row that collapses allocates nothing.
 pub struct Simulator<'a> {
     cadence: &'a Cadence,
     key: &'a [String],
     occurrence: &'a [String],
-    /// Claimed buckets per key (by its number in `keys`), sorted.
-    claimed: Vec<Vec<String>>,
+    /// Claimed buckets (by their numbers in `buckets`) per key (by its number in `keys`), sorted.
+    claimed: Vec<Vec<u32>>,
     /// Every key seen, numbered in the order first seen.
     keys: HashMap<String, u32, Fast>,
+    /// Every bucket seen, numbered in the order first seen, and each number's bucket.
+    buckets: HashMap<String, u32, Fast>,
+    bucket_names: Vec<String>,
     occurrences: HashMap<String, Occurrences>,
     /// The local day of the last row placed in a period ([start, next start) as instants) and
-    /// its bucket: rows come in clock order, so most rows fall in the day before them.
-    day: Option<(Timestamp, Timestamp, String)>,
+    /// its bucket's number: rows come in clock order, so most rows fall in the day before them.
+    day: Option<(Timestamp, Timestamp, u32)>,
+    /// The dedup key of the row being evaluated, its buffer reused row after row.
+    scratch: String,
 }
 
 /// The simulator's hasher: FxHash's multiply-and-rotate (as in rustc), much faster than SipHash
@@ -135,8 +141,11 @@ impl<'a> Simulator<'a> {
             occurrence,
             claimed: Vec::new(),
             keys: HashMap::default(),
+            buckets: HashMap::default(),
+            bucket_names: Vec::new(),
             occurrences: HashMap::new(),
             day: None,
+            scratch: String::new(),
         }
     }
 
@@ -147,51 +156,33 @@ impl<'a> Simulator<'a> {
 
     /// Applies the cadence to one row. Rows must come in clock order.
     pub fn evaluate(&mut self, row: &Row) -> Outcome {
+        let mut key = std::mem::take(&mut self.scratch);
+        let outcome = self.evaluate_keyed(row, &mut key);
+        self.scratch = key;
+        outcome
+    }
+
+    /// [`Simulator::evaluate`], the row's dedup key written into `key`.
+    fn evaluate_keyed(&mut self, row: &Row, key: &mut String) -> Outcome {
         let Some(clock) = row.clock else {
             return Outcome::Skipped(Skip::NullClock);
         };
-        let key = match cadence::dedup_key(row, self.key) {
-            Ok(k) => k,
-            Err(skip) => return Outcome::Skipped(skip),
-        };
+        if let Err(skip) = cadence::dedup_key_into(row, self.key, key) {
+            return Outcome::Skipped(skip);
+        }
         let placed = match self.cadence {
-            Cadence::OncePerPeriod { period, tz } => {
-                Ok(Placement::Bucket(self.period_bucket(*period, tz, clock)))
-            }
-            _ => self.cadence.place(clock, row),
+            Cadence::OncePerPeriod { period, tz } => Ok(self.period_bucket(*period, tz, clock)),
+            _ => match self.cadence.place(clock, row) {
+                Err(skip) => Err(skip),
+                Ok(Placement::Bucket(b)) => Ok(self.bucket_number(b)),
+                Ok(Placement::Occurrence) => return self.occurrence(row, clock, key),
+            },
         };
         let bucket = match placed {
             Err(skip) => return Outcome::Skipped(skip),
-            Ok(Placement::Bucket(b)) => b,
-            Ok(Placement::Occurrence) => {
-                let Cadence::OncePerN { n } = self.cadence else {
-                    unreachable!("only once_per_n counts")
-                };
-                let id = cadence::occurrence_id(&key, clock, row, self.occurrence);
-                let seen = self.occurrences.entry(key.clone()).or_insert(Occurrences {
-                    count: 0,
-                    last_clock: clock,
-                    ids_at_last_clock: Vec::new(),
-                });
-                if seen.last_clock != clock {
-                    seen.last_clock = clock;
-                    seen.ids_at_last_clock.clear();
-                }
-                if seen.ids_at_last_clock.contains(&id) {
-                    self.number(&key);
-                    return Outcome::Collapsed;
-                }
-                seen.ids_at_last_clock.push(id);
-                seen.count += 1;
-                let ordinal = seen.count;
-                self.number(&key);
-                return match cadence::nth_bucket(*n, ordinal) {
-                    Some(bucket) => Outcome::Fired { key, bucket },
-                    None => Outcome::Collapsed,
-                };
-            }
+            Ok(b) => b,
         };
-        let number = self.number(&key) as usize;
+        let number = self.number(key) as usize;
         if self.claimed.len() <= number {
             self.claimed.resize_with(number + 1, Vec::new);
         }
@@ -199,34 +190,84 @@ impl<'a> Simulator<'a> {
         match buckets.binary_search(&bucket) {
             Ok(_) => Outcome::Collapsed,
             Err(at) => {
-                buckets.insert(at, bucket.clone());
-                Outcome::Fired { key, bucket }
+                buckets.insert(at, bucket);
+                Outcome::Fired {
+                    key: key.clone(),
+                    bucket: self.bucket_names[bucket as usize].clone(),
+                }
             }
         }
     }
 
-    /// The bucket [`Cadence::place`] gives `clock` in a period cadence, worked out once per
-    /// local day: a period's start depends only on the local date.
+    /// `once_per_n`: counts the row's occurrence of its key (rows at one instant with the same
+    /// occurrence id are one occurrence) and fires on occurrences 1, n+1, 2n+1, ….
+    fn occurrence(&mut self, row: &Row, clock: Timestamp, key: &str) -> Outcome {
+        let Cadence::OncePerN { n } = self.cadence else {
+            unreachable!("only once_per_n counts")
+        };
+        let id = cadence::occurrence_id(key, clock, row, self.occurrence);
+        let seen = self
+            .occurrences
+            .entry(key.to_string())
+            .or_insert(Occurrences {
+                count: 0,
+                last_clock: clock,
+                ids_at_last_clock: Vec::new(),
+            });
+        if seen.last_clock != clock {
+            seen.last_clock = clock;
+            seen.ids_at_last_clock.clear();
+        }
+        if seen.ids_at_last_clock.contains(&id) {
+            self.number(key);
+            return Outcome::Collapsed;
+        }
+        seen.ids_at_last_clock.push(id);
+        seen.count += 1;
+        let ordinal = seen.count;
+        self.number(key);
+        match cadence::nth_bucket(*n, ordinal) {
+            Some(bucket) => Outcome::Fired {
+                key: key.to_string(),
+                bucket,
+            },
+            None => Outcome::Collapsed,
+        }
+    }
+
+    /// The number of the bucket [`Cadence::place`] gives `clock` in a period cadence, worked
+    /// out once per local day: a period's start depends only on the local date.
     fn period_bucket(
         &mut self,
         period: cadence::Period,
         tz: &jiff::tz::TimeZone,
         clock: Timestamp,
-    ) -> String {
-        if let Some((start, end, bucket)) = &self.day
-            && *start <= clock
-            && clock < *end
+    ) -> u32 {
+        if let Some((start, end, bucket)) = self.day
+            && start <= clock
+            && clock < end
         {
-            return bucket.clone();
+            return bucket;
         }
-        let bucket = period.start(tz, clock).to_string();
+        let bucket = self.bucket_number(period.start(tz, clock).to_string());
         let zoned = clock.to_zoned(tz.clone());
         let bounds = zoned.start_of_day().and_then(|start| {
             let end = zoned.tomorrow()?.start_of_day()?;
             Ok((start.timestamp(), end.timestamp()))
         });
-        self.day = bounds.ok().map(|(start, end)| (start, end, bucket.clone()));
+        self.day = bounds.ok().map(|(start, end)| (start, end, bucket));
         bucket
+    }
+
+    /// The bucket's number, given on first sight.
+    fn bucket_number(&mut self, bucket: String) -> u32 {
+        if let Some(n) = self.buckets.get(&bucket) {
+            return *n;
+        }
+        let n = self.bucket_names.len() as u32;
+        self.bucket_names.push(bucket.clone());
+        self.buckets.insert(bucket, n);
+        n
     }
 
     /// The key's number, given on first sight.

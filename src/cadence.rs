@@ -227,10 +227,24 @@ pub fn nth_bucket(n: u32, ordinal: u64) -> Option<String> {
 /// collide. The encoding is a JSON array; text is always a JSON string, numbers keep their
 /// exact digits (`1.10` is not `1.1`), and JSON or byte values are tagged objects.
 pub fn dedup_key(row: &Row, key_columns: &[String]) -> Result<String, Skip> {
-    let mut values = Vec::with_capacity(key_columns.len());
-    for column in key_columns {
+    let mut out = String::new();
+    dedup_key_into(row, key_columns, &mut out)?;
+    Ok(out)
+}
+
+/// [`dedup_key`] written into `out` (cleared first), so a caller reading many rows reuses one
+/// buffer. On a NULL or missing key column `out` holds nothing useful.
+pub fn dedup_key_into(row: &Row, key_columns: &[String], out: &mut String) -> Result<(), Skip> {
+    out.clear();
+    out.push('[');
+    for (i, column) in key_columns.iter().enumerate() {
         match row.get(column) {
-            Some(v) if !v.is_null() => values.push(v),
+            Some(v) if !v.is_null() => {
+                if i > 0 {
+                    out.push(',');
+                }
+                encode_one(out, v);
+            }
             _ => {
                 return Err(Skip::NullKey {
                     column: column.clone(),
@@ -238,7 +252,8 @@ pub fn dedup_key(row: &Row, key_columns: &[String]) -> Result<String, Skip> {
             }
         }
     }
-    Ok(encode_values(&values))
+    out.push(']');
+    Ok(())
 }
 
 /// Encodes a tuple of values as the collision-free JSON array described on [`dedup_key`].

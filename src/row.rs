@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use jiff::Timestamp;
 use jiff::civil::{Date, DateTime};
 
-/// One value from a source row. Decimals keep their digits (`1.10` stays `1.10`).
+/// One value from a source row. Decimals keep their digits (`1.10` stays `1.10`). Text and
+/// decimals up to 24 bytes are held inline ([`CompactString`]): decoding them allocates nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// SQL NULL.
@@ -18,9 +20,9 @@ pub enum Value {
     /// A floating-point number.
     Float(f64),
     /// An exact decimal, as its plain digits.
-    Decimal(String),
+    Decimal(CompactString),
     /// Text of any kind (also UUIDs and enum labels).
-    Text(String),
+    Text(CompactString),
     /// An instant in time (UTC).
     Timestamp(Timestamp),
     /// A calendar date without a time.
@@ -59,8 +61,8 @@ impl Value {
             Value::Bool(b) => J::Bool(*b),
             Value::Int(i) => J::from(*i),
             Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
-            Value::Decimal(d) => J::String(d.clone()),
-            Value::Text(s) => J::String(s.clone()),
+            Value::Decimal(d) => J::String(d.to_string()),
+            Value::Text(s) => J::String(s.to_string()),
             Value::Timestamp(ts) => J::String(ts.to_string()),
             Value::Date(d) => J::String(d.to_string()),
             Value::Json(j) => j.clone(),
@@ -75,7 +77,7 @@ impl Value {
             Value::Bool(b) => b.to_string(),
             Value::Int(i) => i.to_string(),
             Value::Float(f) => f.to_string(),
-            Value::Decimal(d) | Value::Text(d) => d.clone(),
+            Value::Decimal(d) | Value::Text(d) => d.to_string(),
             Value::Timestamp(ts) => ts.to_string(),
             Value::Date(d) => d.to_string(),
             Value::Json(j) => j.to_string(),

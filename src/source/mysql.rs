@@ -138,10 +138,11 @@ impl Decoder {
         })
     }
 
-    /// A chunk of decoded rows, with where the clock and key are.
-    fn fetched(&self, rows: Vec<Row>) -> Fetched {
+    /// A chunk of decoded rows and their sizes, with where the clock and key are.
+    fn fetched(&self, rows: Vec<Row>, sizes: Vec<usize>) -> Fetched {
         Fetched {
             rows,
+            sizes,
             key: self.key.clone(),
         }
     }

@@ -92,6 +92,7 @@ pub(super) async fn fetch(
 ) -> Result<Fetched, FetchError> {
     let mut decoder: Option<Decoder> = None;
     let mut rows = Vec::new();
+    let mut sizes = Vec::new();
     let mut failed: Option<FetchError> = None;
     let read = session
         .fetch_each(rendered, max_bytes, |r| {
@@ -100,9 +101,9 @@ pub(super) async fn fetch(
                     decoder = Some(Decoder::new(r, shape)?);
                 }
                 let d = decoder.as_ref().expect("set above");
-                let row = d.row(r)?;
-                let size = super::window::row_bytes(&row);
+                let (row, size) = d.row(r)?;
                 rows.push(row);
+                sizes.push(size);
                 Ok::<_, FetchError>(size)
             })();
             step.map_err(|e| {
@@ -124,7 +125,11 @@ pub(super) async fn fetch(
     let Some(d) = decoder else {
         return Ok(Fetched::empty());
     };
-    Ok(Fetched { rows, key: d.key })
+    Ok(Fetched {
+        rows,
+        sizes,
+        key: d.key,
+    })
 }
 
 /// Per key column, whether a window's one pass is ordered by it: only columns whose type a
@@ -182,17 +187,22 @@ impl Decoder {
         })
     }
 
-    fn row(&self, r: &sqlx::postgres::PgRow) -> Result<Row, FetchError> {
+    /// Decodes one row, with what its values take (by `window::value_bytes`).
+    fn row(&self, r: &sqlx::postgres::PgRow) -> Result<(Row, usize), FetchError> {
         let mut values = Vec::with_capacity(self.kinds.len());
+        let mut size = 0usize;
         for (i, k) in self.kinds.iter().enumerate() {
-            values.push(decode(r, i, *k)?);
+            let value = decode(r, i, *k)?;
+            size += super::window::value_bytes(&value);
+            values.push(value);
         }
         let clock = values.get(self.clock).and_then(Value::as_timestamp);
-        Ok(Row {
+        let row = Row {
             columns: self.columns.clone(),
             values,
             clock,
-        })
+        };
+        Ok((row, size))
     }
 }
 

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use compact_str::CompactString;
 use sqlx::query::Query;
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{
@@ -145,7 +146,7 @@ fn decode(row: &sqlx::sqlite::SqliteRow, i: usize) -> Result<Value, sqlx::Error>
         "INTEGER" | "BOOLEAN" => Value::Int(row.try_get_unchecked(i)?),
         "REAL" => Value::Float(row.try_get_unchecked(i)?),
         "BLOB" => Value::Bytes(row.try_get_unchecked(i)?),
-        _ => Value::Text(row.try_get_unchecked(i)?),
+        _ => Value::Text(CompactString::new(row.try_get_unchecked::<&str, _>(i)?)),
     })
 }
 
@@ -301,6 +302,7 @@ async fn step(
 #[derive(Default)]
 struct Chunk {
     rows: Vec<Row>,
+    sizes: Vec<usize>,
     bytes: usize,
     last: bool,
 }
@@ -319,7 +321,8 @@ impl Chunk {
         for i in 0..width {
             values.push(decode(r, i)?);
         }
-        self.bytes += values.iter().map(value_bytes).sum::<usize>();
+        let size = values.iter().map(value_bytes).sum::<usize>();
+        self.bytes += size;
         if self.bytes > max_bytes {
             return Err(FetchError::TooLarge { limit: max_bytes });
         }
@@ -333,6 +336,7 @@ impl Chunk {
             values,
             clock: at,
         });
+        self.sizes.push(size);
         Ok(())
     }
 
@@ -347,6 +351,7 @@ impl Chunk {
         let (_, key) = positions(names, shape);
         Fetched {
             rows: self.rows,
+            sizes: self.sizes,
             key,
         }
     }

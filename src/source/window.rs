@@ -35,7 +35,9 @@ pub struct WindowReader<'a> {
     /// Rows read and not yet handed out, each with whether a page may not end just before it.
     held: Vec<Row>,
     held_ties: Vec<bool>,
-    /// One pass: what the held rows' values take, by [`row_bytes`].
+    /// What each held row's values take, by [`row_bytes`].
+    held_sizes: Vec<usize>,
+    /// One pass: what the held rows' values take in all.
     held_bytes: usize,
     /// One pass: per key column, whether the pass is ordered by it (and so may cut on it).
     sorted: Vec<bool>,
@@ -43,10 +45,13 @@ pub struct WindowReader<'a> {
     null_keys: u64,
 }
 
-/// A chunk of the pass's rows as decoded, with where their key columns are (to tell where a
-/// page may end).
+/// A chunk of the pass's rows as decoded, each with what its values take in memory (by
+/// [`row_bytes`], taken once as it is decoded), and where their key columns are (to tell where
+/// a page may end).
 pub(crate) struct Fetched {
     pub rows: Vec<Row>,
+    /// Per row, what its values take.
+    pub sizes: Vec<usize>,
     /// The key columns' indices.
     pub key: Vec<usize>,
 }
@@ -55,6 +60,7 @@ impl Fetched {
     pub(super) fn empty() -> Fetched {
         Fetched {
             rows: Vec::new(),
+            sizes: Vec::new(),
             key: Vec::new(),
         }
     }
@@ -86,6 +92,7 @@ impl<'a> WindowReader<'a> {
             exhausted: false,
             held: Vec::new(),
             held_ties: Vec::new(),
+            held_sizes: Vec::new(),
             held_bytes: 0,
             sorted: Vec::new(),
             null_keys: 0,
@@ -169,7 +176,7 @@ impl<'a> WindowReader<'a> {
             // Only rows kept count against the page's memory: a run of NULL keys is dropped as
             // it is read, however long.
             let mut kept = 0usize;
-            for row in fetched.rows {
+            for (row, size) in fetched.rows.into_iter().zip(fetched.sizes) {
                 if fetched
                     .key
                     .iter()
@@ -178,7 +185,8 @@ impl<'a> WindowReader<'a> {
                     self.null_keys += 1;
                     continue;
                 }
-                kept = kept.saturating_add(row_bytes(&row));
+                kept = kept.saturating_add(size);
+                self.held_sizes.push(size);
                 let tied = self
                     .held
                     .last()
@@ -195,13 +203,14 @@ impl<'a> WindowReader<'a> {
         let page = match cut {
             Some(cut) => {
                 let rest = self.held.split_off(cut);
-                let rest_ties = self.held_ties.split_off(cut);
-                self.held_ties = rest_ties;
-                self.held_bytes = rest.iter().map(row_bytes).sum();
+                self.held_ties = self.held_ties.split_off(cut);
+                self.held_sizes = self.held_sizes.split_off(cut);
+                self.held_bytes = self.held_sizes.iter().sum();
                 std::mem::replace(&mut self.held, rest)
             }
             None => {
                 self.held_ties.clear();
+                self.held_sizes.clear();
                 self.held_bytes = 0;
                 self.done = true;
                 std::mem::take(&mut self.held)

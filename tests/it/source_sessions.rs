@@ -179,7 +179,7 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
         let rows = read_all(&source, &probe).await.unwrap();
         assert_eq!(
             rows[0].get("work_mem"),
-            Some(&Value::Text(default_work_mem.clone()))
+            Some(&Value::Text(default_work_mem.as_str().into()))
         );
         assert_ne!(
             rows[0].get("search_path"),

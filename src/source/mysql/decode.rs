@@ -3,6 +3,7 @@
 //! document, binary strings as bytes, and `DATETIME`/`TIMESTAMP` (read in the session's UTC)
 //! to the microsecond.
 
+use compact_str::{CompactString, ToCompactString};
 use sqlx::mysql::{MySql, MySqlRow, MySqlTypeInfo};
 use sqlx::{Row as _, TypeInfo, ValueRef};
 
@@ -62,7 +63,7 @@ fn bad(what: &str) -> sqlx::Error {
 fn unsigned(n: u64) -> Value {
     match i64::try_from(n) {
         Ok(i) => Value::Int(i),
-        Err(_) => Value::Decimal(n.to_string()),
+        Err(_) => Value::Decimal(n.to_compact_string()),
     }
 }
 
@@ -72,11 +73,7 @@ pub(super) fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<Value, sqlx
     }
     let raw = || row.try_get_unchecked::<&[u8], _>(i);
     let text = || {
-        raw().and_then(|b| {
-            std::str::from_utf8(b)
-                .map(str::to_string)
-                .map_err(|e| sqlx::Error::Decode(e.into()))
-        })
+        raw().and_then(|b| CompactString::from_utf8(b).map_err(|e| sqlx::Error::Decode(e.into())))
     };
     Ok(match kind {
         Kind::Bool => match row.try_get_unchecked::<i64, _>(i)? {
@@ -98,7 +95,7 @@ pub(super) fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<Value, sqlx
             }
             Value::Decimal(digits)
         }
-        Kind::Text => Value::Text(row.try_get_unchecked(i)?),
+        Kind::Text => Value::Text(text()?),
         Kind::Bytes => Value::Bytes(raw()?.to_vec()),
         Kind::Json => {
             let doc = text()?;
@@ -120,7 +117,7 @@ pub(super) fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<Value, sqlx
         },
         Kind::Time => Value::Text(
             row.try_get_unchecked::<sqlx::mysql::types::MySqlTime, _>(i)?
-                .to_string(),
+                .to_compact_string(),
         ),
     })
 }

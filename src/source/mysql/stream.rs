@@ -126,6 +126,7 @@ async fn chunk(
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
     let mut out = Vec::with_capacity(rows.min(4096));
+    let mut sizes = Vec::with_capacity(rows.min(4096));
     let mut bytes = 0usize;
     while out.len() < rows {
         let Some(row) = pass.try_next().await? else {
@@ -136,14 +137,16 @@ async fn chunk(
             None => decoder.insert(Decoder::new(&row, shape)?),
         };
         let row = d.row(&row)?;
-        bytes = bytes.saturating_add(row_bytes(&row));
+        let size = row_bytes(&row);
+        bytes = bytes.saturating_add(size);
         if bytes > max_bytes {
             return Err(FetchError::TooLarge { limit: max_bytes });
         }
         out.push(row);
+        sizes.push(size);
     }
     Ok(match decoder {
-        Some(d) => d.fetched(out),
+        Some(d) => d.fetched(out, sizes),
         None => Fetched::empty(),
     })
 }

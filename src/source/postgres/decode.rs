@@ -1,8 +1,9 @@
 //! Decoding PostgreSQL values: the column types Rowfire reads, each to its [`Value`], and the
 //! binary NUMERIC read as decimal text with its display scale.
 
-use sqlx::postgres::{PgRow, PgTypeInfo, PgTypeKind};
-use sqlx::{Row as _, TypeInfo, ValueRef};
+use compact_str::CompactString;
+use sqlx::postgres::{PgRow, PgTypeInfo, PgTypeKind, PgValueRef};
+use sqlx::{Decode, Postgres, Row as _, TypeInfo, ValueRef};
 
 use crate::row::Value;
 
@@ -56,53 +57,65 @@ pub(super) fn cuts(type_name: &str) -> bool {
     )
 }
 
+/// Decodes column `i` of `row` as `kind`, from the one raw value it holds (looked up once).
+/// Text up to 24 bytes and decimals are held inline: no allocation for them.
+/// One raw value decoded as `T`, its error naming the column.
+fn take<'r, T: Decode<'r, Postgres>>(raw: PgValueRef<'r>, i: usize) -> Result<T, sqlx::Error> {
+    T::decode(raw).map_err(|source| sqlx::Error::ColumnDecode {
+        index: i.to_string(),
+        source,
+    })
+}
+
 pub(super) fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
-    if row.try_get_raw(i)?.is_null() {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
         return Ok(Value::Null);
     }
+    let failed = |source| sqlx::Error::ColumnDecode {
+        index: i.to_string(),
+        source,
+    };
     Ok(match kind {
-        Kind::Bool => Value::Bool(row.try_get_unchecked(i)?),
-        Kind::I2 => Value::Int(row.try_get_unchecked::<i16, _>(i)?.into()),
-        Kind::I4 => Value::Int(row.try_get_unchecked::<i32, _>(i)?.into()),
-        Kind::I8 => Value::Int(row.try_get_unchecked(i)?),
-        Kind::F4 => Value::Float(row.try_get_unchecked::<f32, _>(i)?.into()),
-        Kind::F8 => Value::Float(row.try_get_unchecked(i)?),
+        Kind::Bool => Value::Bool(take(raw, i)?),
+        Kind::I2 => Value::Int(take::<i16>(raw, i)?.into()),
+        Kind::I4 => Value::Int(take::<i32>(raw, i)?.into()),
+        Kind::I8 => Value::Int(take(raw, i)?),
+        Kind::F4 => Value::Float(take::<f32>(raw, i)?.into()),
+        Kind::F8 => Value::Float(take(raw, i)?),
         Kind::Numeric => {
-            let raw = row.try_get_raw(i)?;
-            let bytes = raw.as_bytes().map_err(sqlx::Error::Decode)?;
-            let text = numeric_text(bytes)
-                .ok_or_else(|| sqlx::Error::Decode("malformed NUMERIC value".into()))?;
+            let bytes = raw.as_bytes().map_err(failed)?;
+            let text =
+                numeric_text(bytes).ok_or_else(|| failed("malformed NUMERIC value".into()))?;
             Value::Decimal(text)
         }
-        Kind::Text => Value::Text(row.try_get_unchecked(i)?),
-        Kind::TimestampTz => Value::Timestamp(
-            row.try_get_unchecked::<jiff_sqlx::Timestamp, _>(i)?
-                .to_jiff(),
-        ),
+        Kind::Text => Value::Text(CompactString::new(take::<&str>(raw, i)?)),
+        Kind::TimestampTz => Value::Timestamp(take::<jiff_sqlx::Timestamp>(raw, i)?.to_jiff()),
         Kind::Timestamp => {
-            let civil = row
-                .try_get_unchecked::<jiff_sqlx::DateTime, _>(i)?
-                .to_jiff();
+            let civil = take::<jiff_sqlx::DateTime>(raw, i)?.to_jiff();
             match civil.to_zoned(jiff::tz::TimeZone::UTC) {
                 Ok(z) => Value::Timestamp(z.timestamp()),
                 Err(_) => Value::Null,
             }
         }
-        Kind::Date => Value::Date(row.try_get_unchecked::<jiff_sqlx::Date, _>(i)?.to_jiff()),
-        Kind::Json => Value::Json(row.try_get_unchecked(i)?),
-        Kind::Uuid => Value::Text(
-            row.try_get_unchecked::<sqlx::types::Uuid, _>(i)?
-                .to_string(),
-        ),
-        Kind::Bytes => Value::Bytes(row.try_get_unchecked(i)?),
+        Kind::Date => Value::Date(take::<jiff_sqlx::Date>(raw, i)?.to_jiff()),
+        Kind::Json => Value::Json(take(raw, i)?),
+        Kind::Uuid => {
+            let uuid = take::<sqlx::types::Uuid>(raw, i)?;
+            let mut text = [0u8; sqlx::types::uuid::fmt::Hyphenated::LENGTH];
+            Value::Text(CompactString::new(
+                uuid.hyphenated().encode_lower(&mut text),
+            ))
+        }
+        Kind::Bytes => Value::Bytes(take(raw, i)?),
     })
 }
 
 /// Reads PostgreSQL's binary NUMERIC (base-10000 digit groups with a weight, a sign and a
 /// display scale) as plain decimal text with exactly the display scale: `1.10` stays `1.10`.
 /// Written here because the decimal crates' decoders drop the display scale. The text is built
-/// in place: its one allocation is the value itself.
-fn numeric_text(bytes: &[u8]) -> Option<String> {
+/// in place, inline when it is at most 24 bytes long (most are): then it allocates nothing.
+fn numeric_text(bytes: &[u8]) -> Option<CompactString> {
     let word = |i: usize| {
         bytes
             .get(i..i + 2)
@@ -131,11 +144,11 @@ fn numeric_text(bytes: &[u8]) -> Option<String> {
             .unwrap_or(0)
     };
     let whole = usize::try_from(weight + 1).unwrap_or(1).max(1);
-    let mut text = String::with_capacity(1 + 4 * whole + 1 + dscale);
+    let mut text = CompactString::with_capacity(1 + 4 * whole + 1 + dscale);
     if sign == 0x4000 {
         text.push('-');
     }
-    let push4 = |text: &mut String, g: u16| {
+    let push4 = |text: &mut CompactString, g: u16| {
         for d in [g / 1000, g / 100 % 10, g / 10 % 10, g % 10] {
             text.push(char::from(b'0' + d as u8));
         }
@@ -145,14 +158,11 @@ fn numeric_text(bytes: &[u8]) -> Option<String> {
     } else {
         // The first group without leading zeros, the rest four digits each.
         let first = group(0);
-        let start = text.len();
-        push4(&mut text, first);
-        let zeros = text[start..]
-            .bytes()
-            .take(3)
-            .take_while(|&b| b == b'0')
-            .count();
-        text.drain(start..start + zeros);
+        let digits = [first / 1000, first / 100 % 10, first / 10 % 10, first % 10];
+        let zeros = digits.iter().take(3).take_while(|&&d| d == 0).count();
+        for d in &digits[zeros..] {
+            text.push(char::from(b'0' + *d as u8));
+        }
         for w in 1..=weight {
             push4(&mut text, group(w));
         }
