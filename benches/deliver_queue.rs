@@ -229,7 +229,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let senders = senders(url, key, workers).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
-    let (own0, busy0) = cpu_seconds();
+    let (own0, busy0) = support::cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
         .into_iter()
@@ -245,7 +245,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         total.stale += r.stale;
     }
     let secs = started.elapsed().as_secs_f64();
-    let (own1, busy1) = cpu_seconds();
+    let (own1, busy1) = support::cpu_seconds();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (waits, samples, connections) = sampler.await.unwrap();
     let shown: Vec<String> = waits
@@ -258,31 +258,6 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         shown.join(", ")
     );
     (secs, total, own1 - own0, (busy1 - busy0) - (own1 - own0))
-}
-
-/// CPU seconds used so far by this process, and by the whole machine (every core, busy time).
-fn cpu_seconds() -> (f64, f64) {
-    let ticks = 100.0; // USER_HZ
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<f64> = after_name
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let own = (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / ticks;
-    let machine = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let cpu: Vec<f64> = machine
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    let idle = cpu.get(3).unwrap_or(&0.0) + cpu.get(4).unwrap_or(&0.0);
-    let busy = (cpu.iter().take(8).sum::<f64>() - idle) / ticks;
-    (own, busy)
 }
 
 /// One worker's pass taken apart with the library's own pieces (the claim, `sender::outbound`

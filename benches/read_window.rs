@@ -2,7 +2,8 @@
 //! and applies a weekly cadence (a real `rowfire backtest`), then reads it with Rowfire's reader
 //! alone and with a plain streamed SELECT (the driver's floor), three rounds in turn, and once
 //! with one gathered `fetch_all`, in the same run. Prints each round, the medians' rows per
-//! second, the ratios to the floor, and each phase's peak memory. It runs on the multi-threaded
+//! second, the ratios to the floor, each phase's peak memory, and the CPU time each round's
+//! phase took in this process and in the rest of the machine (PostgreSQL). It runs on the multi-threaded
 //! runtime, as the `rowfire` binary does.
 //!
 //! Run: `cargo bench --bench read_window` (PostgreSQL on 127.0.0.1:5432, or set ROWFIRE_BENCH_PG).
@@ -131,6 +132,7 @@ rules:
         // cadence in memory, NULL-key and NULL-clock counts.
         reset_peak();
         let started = Instant::now();
+        let cpu = support::cpu_seconds();
         let report = backtest::run(
             &defs,
             "weekly",
@@ -144,6 +146,7 @@ rules:
         .await
         .unwrap();
         let backtest_secs = started.elapsed().as_secs_f64();
+        let backtest_cpu = cpu_since(cpu);
         rowfire_peak = rowfire_peak.max(peak_mib());
         assert_eq!(
             report.rows_matched, ROWS as u64,
@@ -153,6 +156,7 @@ rules:
         // Rowfire's reader alone: the guarded one-pass read, decoded, no cadence.
         reset_peak();
         let started = Instant::now();
+        let cpu = support::cpu_seconds();
         let mut reader = source
             .read_window(&query, trigger.shape(), window)
             .await
@@ -163,12 +167,14 @@ rules:
         }
         reader.finish().await;
         let reader_secs = started.elapsed().as_secs_f64();
+        let reader_cpu = cpu_since(cpu);
         reader_peak = reader_peak.max(peak_mib());
         assert_eq!(read, ROWS as u64);
 
         // The floor: the same rows streamed by one plain SELECT, no paging, no decoding.
         reset_peak();
         let started = Instant::now();
+        let cpu = support::cpu_seconds();
         let mut stream = sqlx::query(sql).fetch(&mut c);
         let mut streamed = 0u64;
         while stream.try_next().await.unwrap().is_some() {
@@ -176,10 +182,11 @@ rules:
         }
         drop(stream);
         let plain_secs = started.elapsed().as_secs_f64();
+        let plain_cpu = cpu_since(cpu);
         plain_peak = plain_peak.max(peak_mib());
         assert_eq!(streamed, ROWS as u64);
         println!(
-            "round {round}: backtest {backtest_secs:.2} s, reader alone {reader_secs:.2} s, floor {plain_secs:.2} s"
+            "round {round}: backtest {backtest_secs:.2} s ({backtest_cpu}), reader alone {reader_secs:.2} s ({reader_cpu}), floor {plain_secs:.2} s ({plain_cpu})"
         );
         backtests.push(backtest_secs);
         readers.push(reader_secs);
@@ -243,6 +250,17 @@ rules:
         eprintln!("FAIL: peak memory {rowfire_peak:.1} MiB is not under 100 MiB");
         std::process::exit(1);
     }
+}
+
+/// CPU seconds used since `before` (from `support::cpu_seconds`), by this process and by the
+/// rest of the machine (mostly PostgreSQL), as printed.
+fn cpu_since(before: (f64, f64)) -> String {
+    let (own, busy) = support::cpu_seconds();
+    let mine = own - before.0;
+    format!(
+        "CPU: here {mine:.2} s, rest {:.2} s",
+        (busy - before.1) - mine
+    )
 }
 
 /// The median of `xs` (sorted in place).

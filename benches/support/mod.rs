@@ -95,3 +95,28 @@ pub fn init_logging() {
         )
         .init();
 }
+
+/// CPU seconds used so far by this process, and by the whole machine (every core, busy time).
+pub fn cpu_seconds() -> (f64, f64) {
+    let ticks = 100.0; // USER_HZ
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after_name
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let own = (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / ticks;
+    let machine = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let cpu: Vec<f64> = machine
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let idle = cpu.get(3).unwrap_or(&0.0) + cpu.get(4).unwrap_or(&0.0);
+    let busy = (cpu.iter().take(8).sum::<f64>() - idle) / ticks;
+    (own, busy)
+}

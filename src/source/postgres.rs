@@ -82,17 +82,18 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
-/// Reads one rendered statement's rows (a page, or a cursor's fetch), decoding each row as it
-/// arrives, so decoding overlaps the server producing the rest.
+/// Reads one rendered statement's rows (a cursor's fetch of at most `rows`), decoding each row
+/// as it arrives, so decoding overlaps the server producing the rest.
 pub(super) async fn fetch(
     session: &mut PgSession,
     rendered: &Rendered,
     shape: Shape<'_>,
+    rows: usize,
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
     let mut decoder: Option<Decoder> = None;
-    let mut rows = Vec::new();
-    let mut sizes = Vec::new();
+    let mut sizes = Vec::with_capacity(rows);
+    let mut rows = Vec::with_capacity(rows);
     let mut failed: Option<FetchError> = None;
     let read = session
         .fetch_each(rendered, max_bytes, |r| {
@@ -260,7 +261,7 @@ async fn stream(
         binds: Vec::new(),
     };
     loop {
-        let chunk = fetch(&mut session, &next, shape, max_bytes).await;
+        let chunk = fetch(&mut session, &next, shape, rows, max_bytes).await;
         let (failed, last) = match &chunk {
             Ok(f) => (false, f.rows.len() < rows),
             Err(_) => (true, true),

@@ -176,6 +176,9 @@ impl<'a> WindowReader<'a> {
             // Only rows kept count against the page's memory: a run of NULL keys is dropped as
             // it is read, however long.
             let mut kept = 0usize;
+            self.held.reserve(fetched.rows.len());
+            self.held_ties.reserve(fetched.rows.len());
+            self.held_sizes.reserve(fetched.rows.len());
             for (row, size) in fetched.rows.into_iter().zip(fetched.sizes) {
                 if fetched
                     .key

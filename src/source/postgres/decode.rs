@@ -144,41 +144,62 @@ fn numeric_text(bytes: &[u8]) -> Option<CompactString> {
             .unwrap_or(0)
     };
     let whole = usize::try_from(weight + 1).unwrap_or(1).max(1);
-    let mut text = CompactString::with_capacity(1 + 4 * whole + 1 + dscale);
-    if sign == 0x4000 {
-        text.push('-');
-    }
-    let push4 = |text: &mut CompactString, g: u16| {
-        for d in [g / 1000, g / 100 % 10, g / 10 % 10, g % 10] {
-            text.push(char::from(b'0' + d as u8));
-        }
+    // Written into a buffer on the stack when it fits (it nearly always does), then copied
+    // once into the value; the fraction is written in whole groups and cut to the scale.
+    let bound = 1 + 4 * whole + 1 + dscale + 4;
+    let mut stack = [0u8; 64];
+    let mut heap = Vec::new();
+    let mut out = Out {
+        buf: if bound <= stack.len() {
+            &mut stack
+        } else {
+            heap.resize(bound, 0);
+            &mut heap
+        },
+        len: 0,
     };
+    let digits = |g: u16| [g / 1000, g / 100 % 10, g / 10 % 10, g % 10].map(|d| b'0' + d as u8);
+    if sign == 0x4000 {
+        out.put(&[b'-']);
+    }
     if weight < 0 {
-        text.push('0');
+        out.put(b"0");
     } else {
         // The first group without leading zeros, the rest four digits each.
-        let first = group(0);
-        let digits = [first / 1000, first / 100 % 10, first / 10 % 10, first % 10];
-        let zeros = digits.iter().take(3).take_while(|&&d| d == 0).count();
-        for d in &digits[zeros..] {
-            text.push(char::from(b'0' + *d as u8));
-        }
+        let first = digits(group(0));
+        let zeros = first.iter().take(3).take_while(|&&d| d == b'0').count();
+        out.put(&first[zeros..]);
         for w in 1..=weight {
-            push4(&mut text, group(w));
+            out.put(&digits(group(w)));
         }
     }
+    let mut len = out.len;
     if dscale > 0 {
-        text.push('.');
-        let start = text.len();
+        out.put(b".");
+        len = out.len + dscale;
         let mut index = weight + 1;
-        while text.len() - start < dscale {
-            push4(&mut text, group(index));
+        while out.len < len {
+            out.put(&digits(group(index)));
             index += 1;
         }
-        text.truncate(start + dscale);
     }
+    let text = CompactString::from_utf8(&out.buf[..len]).ok()?;
     Some(text)
 }
+
+/// Digits written one after the other into a buffer long enough for them.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl Out<'_> {
+    fn put(&mut self, digits: &[u8]) {
+        self.buf[self.len..self.len + digits.len()].copy_from_slice(digits);
+        self.len += digits.len();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::numeric_text;
@@ -210,5 +231,15 @@ mod tests {
         assert_eq!(numeric_text(&numeric(0, 0, 3, &[])).unwrap(), "0.000");
         assert_eq!(numeric_text(&numeric(0, 0xC000, 0, &[])).unwrap(), "NaN");
         assert_eq!(numeric_text(&[0, 1]), None);
+        // Longer than the stack buffer: written on the heap, the same digits.
+        let long = numeric_text(&numeric(20, 0x4000, 70, &[12, 3400])).unwrap();
+        assert_eq!(
+            long,
+            format!("-123400{}.{}", "0".repeat(76), "0".repeat(70))
+        );
+        assert_eq!(
+            numeric_text(&numeric(-1, 0x4000, 1, &[5000])).unwrap(),
+            "-0.5"
+        );
     }
 }
