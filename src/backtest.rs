@@ -8,6 +8,7 @@ mod report;
 use std::collections::HashMap;
 use std::time::Instant;
 
+use compact_str::CompactString;
 use jiff::civil::Date;
 use jiff::{SignedDuration, Timestamp};
 
@@ -65,17 +66,15 @@ pub struct Simulator<'a> {
     cadence: &'a Cadence,
     key: &'a [String],
     occurrence: &'a [String],
-    /// Claimed buckets (by their numbers in `buckets`) per key (by its number in `keys`), sorted.
-    claimed: Vec<Vec<u32>>,
-    /// Every key seen, numbered in the order first seen.
-    keys: HashMap<String, u32, Fast>,
+    /// Every key seen, with the buckets claimed for it.
+    keys: HashMap<CompactString, Claimed, Fast>,
     /// Every bucket seen, numbered in the order first seen, and each number's bucket.
     buckets: HashMap<String, u32, Fast>,
     bucket_names: Vec<String>,
     occurrences: HashMap<String, Occurrences>,
-    /// The local day of the last row placed in a period ([start, next start) as instants) and
-    /// its bucket's number: rows come in clock order, so most rows fall in the day before them.
-    day: Option<(Timestamp, Timestamp, u32)>,
+    /// The local day of the last row placed in a period and its bucket's number: rows come in
+    /// clock order, so most rows fall in the day before them.
+    day: Option<(LocalDay, u32)>,
     /// The dedup key of the row being evaluated, its buffer reused row after row.
     scratch: String,
 }
@@ -126,6 +125,56 @@ impl std::hash::Hasher for FastHasher {
     }
 }
 
+/// The buckets (by their numbers in `buckets`) claimed for one key: the latest apart, since rows
+/// come in clock order and most rows of a key fall in the bucket claimed last.
+#[derive(Default)]
+struct Claimed {
+    latest: Option<u32>,
+    /// The others, sorted.
+    earlier: Vec<u32>,
+}
+
+impl Claimed {
+    /// Claims `bucket`; false if it was claimed already.
+    fn claim(&mut self, bucket: u32) -> bool {
+        if self.latest == Some(bucket) {
+            return false;
+        }
+        if self.earlier.binary_search(&bucket).is_ok() {
+            return false;
+        }
+        if let Some(before) = self.latest.replace(bucket) {
+            let at = self.earlier.partition_point(|&b| b < before);
+            self.earlier.insert(at, before);
+        }
+        true
+    }
+}
+
+/// A local day as the instants [start, next start), to place many instants of one day with two
+/// comparisons each.
+struct LocalDay {
+    start: Timestamp,
+    end: Timestamp,
+}
+
+impl LocalDay {
+    /// The local day in `tz` holding `clock` (`None` at the edges of the times jiff handles).
+    fn of(clock: Timestamp, tz: &jiff::tz::TimeZone) -> Option<LocalDay> {
+        let zoned = clock.to_zoned(tz.clone());
+        let start = zoned.start_of_day().ok()?;
+        let end = zoned.tomorrow().ok()?.start_of_day().ok()?;
+        Some(LocalDay {
+            start: start.timestamp(),
+            end: end.timestamp(),
+        })
+    }
+
+    fn holds(&self, clock: Timestamp) -> bool {
+        self.start <= clock && clock < self.end
+    }
+}
+
 struct Occurrences {
     count: u64,
     last_clock: Timestamp,
@@ -139,7 +188,6 @@ impl<'a> Simulator<'a> {
             cadence,
             key,
             occurrence,
-            claimed: Vec::new(),
             keys: HashMap::default(),
             buckets: HashMap::default(),
             bucket_names: Vec::new(),
@@ -182,20 +230,21 @@ impl<'a> Simulator<'a> {
             Err(skip) => return Outcome::Skipped(skip),
             Ok(b) => b,
         };
-        let number = self.number(key) as usize;
-        if self.claimed.len() <= number {
-            self.claimed.resize_with(number + 1, Vec::new);
-        }
-        let buckets = &mut self.claimed[number];
-        match buckets.binary_search(&bucket) {
-            Ok(_) => Outcome::Collapsed,
-            Err(at) => {
-                buckets.insert(at, bucket);
-                Outcome::Fired {
-                    key: key.clone(),
-                    bucket: self.bucket_names[bucket as usize].clone(),
-                }
+        let fresh = match self.keys.get_mut(key.as_str()) {
+            Some(claimed) => claimed.claim(bucket),
+            None => {
+                let mut claimed = Claimed::default();
+                claimed.claim(bucket);
+                self.keys.insert(CompactString::new(&*key), claimed);
+                true
             }
+        };
+        if !fresh {
+            return Outcome::Collapsed;
+        }
+        Outcome::Fired {
+            key: key.clone(),
+            bucket: self.bucket_names[bucket as usize].clone(),
         }
     }
 
@@ -219,13 +268,13 @@ impl<'a> Simulator<'a> {
             seen.ids_at_last_clock.clear();
         }
         if seen.ids_at_last_clock.contains(&id) {
-            self.number(key);
+            self.see(key);
             return Outcome::Collapsed;
         }
         seen.ids_at_last_clock.push(id);
         seen.count += 1;
         let ordinal = seen.count;
-        self.number(key);
+        self.see(key);
         match cadence::nth_bucket(*n, ordinal) {
             Some(bucket) => Outcome::Fired {
                 key: key.to_string(),
@@ -243,19 +292,13 @@ impl<'a> Simulator<'a> {
         tz: &jiff::tz::TimeZone,
         clock: Timestamp,
     ) -> u32 {
-        if let Some((start, end, bucket)) = self.day
-            && start <= clock
-            && clock < end
+        if let Some((day, bucket)) = &self.day
+            && day.holds(clock)
         {
-            return bucket;
+            return *bucket;
         }
         let bucket = self.bucket_number(period.start(tz, clock).to_string());
-        let zoned = clock.to_zoned(tz.clone());
-        let bounds = zoned.start_of_day().and_then(|start| {
-            let end = zoned.tomorrow()?.start_of_day()?;
-            Ok((start.timestamp(), end.timestamp()))
-        });
-        self.day = bounds.ok().map(|(start, end)| (start, end, bucket));
+        self.day = LocalDay::of(clock, tz).map(|day| (day, bucket));
         bucket
     }
 
@@ -270,14 +313,12 @@ impl<'a> Simulator<'a> {
         n
     }
 
-    /// The key's number, given on first sight.
-    fn number(&mut self, key: &str) -> u32 {
-        if let Some(n) = self.keys.get(key) {
-            return *n;
+    /// Counts a key among those seen, with nothing claimed for it yet.
+    fn see(&mut self, key: &str) {
+        if !self.keys.contains_key(key) {
+            self.keys
+                .insert(CompactString::new(key), Claimed::default());
         }
-        let n = self.keys.len() as u32;
-        self.keys.insert(key.to_string(), n);
-        n
     }
 }
 
@@ -348,6 +389,8 @@ pub async fn run(
     let mut samples: Vec<Option<Sample>> = vec![None; slices];
 
     let mut sim = Simulator::new(&rule.cadence, &trigger.key, &trigger.occurrence);
+    // The local day of the last fire and its index in `per_day`.
+    let mut today: Option<(LocalDay, usize)> = None;
     let mut reader = source.read_window(&query, shape, read).await?;
     while let Some(page) = reader.next_page().await? {
         for row in &page {
@@ -360,8 +403,16 @@ pub async fn run(
                 Outcome::Fired { key, bucket } => {
                     report.fires += 1;
                     let clock = due.or(row.clock).expect("a fired row has a clock");
-                    let day = clock.to_zoned(tz.clone()).date();
-                    if let Some(n) = per_day.get_mut(days_between(first_day, day) as usize) {
+                    let index = match &today {
+                        Some((day, index)) if day.holds(clock) => *index,
+                        _ => {
+                            let day = clock.to_zoned(tz.clone()).date();
+                            let index = days_between(first_day, day) as usize;
+                            today = LocalDay::of(clock, &tz).map(|day| (day, index));
+                            index
+                        }
+                    };
+                    if let Some(n) = per_day.get_mut(index) {
                         *n += 1;
                     }
                     let slot = (((clock.as_second() - window.since.as_second()) as f64 / slice_len)
