@@ -160,7 +160,7 @@ fn numeric_text(bytes: &[u8]) -> Option<CompactString> {
     };
     let digits = |g: u16| [g / 1000, g / 100 % 10, g / 10 % 10, g % 10].map(|d| b'0' + d as u8);
     if sign == 0x4000 {
-        out.put(&[b'-']);
+        out.put(b"-");
     }
     if weight < 0 {
         out.put(b"0");
