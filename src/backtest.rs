@@ -159,15 +159,18 @@ struct LocalDay {
 }
 
 impl LocalDay {
-    /// The local day in `tz` holding `clock` (`None` at the edges of the times jiff handles).
+    /// The local day in `tz` holding `clock`: from its first instant to the first instant of the
+    /// next date. `None` (nothing to cache: the caller works the day out again) at the edges of
+    /// the times jiff handles, and when that range would hold an instant of another date, as
+    /// when a gap in the clocks swallows the next midnight.
     fn of(clock: Timestamp, tz: &jiff::tz::TimeZone) -> Option<LocalDay> {
         let zoned = clock.to_zoned(tz.clone());
-        let start = zoned.start_of_day().ok()?;
-        let end = zoned.tomorrow().ok()?.start_of_day().ok()?;
-        Some(LocalDay {
-            start: start.timestamp(),
-            end: end.timestamp(),
-        })
+        let date = zoned.date();
+        let start = zoned.start_of_day().ok()?.timestamp();
+        let end = date.tomorrow().ok()?.to_zoned(tz.clone()).ok()?.timestamp();
+        let last = end.checked_sub(SignedDuration::from_nanos(1)).ok()?;
+        (start <= clock && clock < end && last.to_zoned(tz.clone()).date() == date)
+            .then_some(LocalDay { start, end })
     }
 
     fn holds(&self, clock: Timestamp) -> bool {
@@ -459,4 +462,58 @@ fn days_between(a: Date, b: Date) -> i64 {
         .map(|s| i64::from(s.get_days()))
         .unwrap_or(0)
         .max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LocalDay;
+    use jiff::tz::TimeZone;
+    use jiff::{SignedDuration, Timestamp};
+
+    /// Every instant a cached day holds is on the clock's own local date, around clock changes
+    /// that swallow or repeat a midnight, or a whole day.
+    #[test]
+    fn a_cached_local_day_holds_only_instants_of_its_own_date() {
+        let cases = [
+            // The gap ends at midnight: 22:59:59 −02 is followed by 00:00 −01.
+            ("America/Nuuk", "2025-03-27T12:00:00Z"),
+            // The gap starts at midnight.
+            ("America/Sao_Paulo", "2018-11-02T12:00:00Z"),
+            // 23:30 becomes 00:00.
+            ("Asia/Pyongyang", "2018-05-03T12:00:00Z"),
+            // A whole date (2011-12-30) skipped.
+            ("Pacific/Apia", "2011-12-28T12:00:00Z"),
+            // Midnight repeated: 00:00 −02 becomes 23:00 −03 the day before.
+            ("America/Sao_Paulo", "2019-02-15T12:00:00Z"),
+            ("Europe/Berlin", "2026-03-27T12:00:00Z"),
+        ];
+        let step = SignedDuration::from_mins(10);
+        for (zone, from) in cases {
+            let tz = TimeZone::get(zone).expect("the system's time zone database");
+            let mut clock: Timestamp = from.parse().unwrap();
+            for _ in 0..(4 * 24 * 6) {
+                let date = clock.to_zoned(tz.clone()).date();
+                if let Some(day) = LocalDay::of(clock, &tz) {
+                    assert!(day.holds(clock), "{zone} {clock}");
+                    let mut inside = day.start;
+                    while inside < day.end {
+                        assert_eq!(
+                            inside.to_zoned(tz.clone()).date(),
+                            date,
+                            "{zone} {clock}: {inside}"
+                        );
+                        inside = inside.checked_add(step).unwrap();
+                    }
+                    let last = day.end.checked_sub(SignedDuration::from_nanos(1)).unwrap();
+                    assert_eq!(last.to_zoned(tz.clone()).date(), date, "{zone} {clock}");
+                }
+                clock = clock.checked_add(step).unwrap();
+            }
+        }
+        // The case that found it: a Friday 23:30 in Nuuk does not take in the Saturday after.
+        let nuuk = TimeZone::get("America/Nuuk").unwrap();
+        let friday: Timestamp = "2025-03-29T01:30:00Z".parse().unwrap();
+        let saturday_noon: Timestamp = "2025-03-29T14:00:00Z".parse().unwrap();
+        assert!(LocalDay::of(friday, &nuuk).is_none_or(|day| !day.holds(saturday_noon)));
+    }
 }

@@ -92,8 +92,9 @@ pub(super) async fn fetch(
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
     let mut decoder: Option<Decoder> = None;
-    let mut sizes = Vec::with_capacity(rows);
-    let mut rows = Vec::with_capacity(rows);
+    // Sized up front, but never more than 4,096 rows ahead of what arrives.
+    let mut sizes = Vec::with_capacity(rows.min(4096));
+    let mut rows = Vec::with_capacity(rows.min(4096));
     let mut failed: Option<FetchError> = None;
     let read = session
         .fetch_each(rendered, max_bytes, |r| {

@@ -73,7 +73,12 @@ pub(super) fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<Value, sqlx
     }
     let raw = || row.try_get_unchecked::<&[u8], _>(i);
     let text = || {
-        raw().and_then(|b| CompactString::from_utf8(b).map_err(|e| sqlx::Error::Decode(e.into())))
+        raw().and_then(|b| {
+            CompactString::from_utf8(b).map_err(|e| sqlx::Error::ColumnDecode {
+                index: i.to_string(),
+                source: e.into(),
+            })
+        })
     };
     Ok(match kind {
         Kind::Bool => match row.try_get_unchecked::<i64, _>(i)? {

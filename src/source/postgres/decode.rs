@@ -57,8 +57,6 @@ pub(super) fn cuts(type_name: &str) -> bool {
     )
 }
 
-/// Decodes column `i` of `row` as `kind`, from the one raw value it holds (looked up once).
-/// Text up to 24 bytes and decimals are held inline: no allocation for them.
 /// One raw value decoded as `T`, its error naming the column.
 fn take<'r, T: Decode<'r, Postgres>>(raw: PgValueRef<'r>, i: usize) -> Result<T, sqlx::Error> {
     T::decode(raw).map_err(|source| sqlx::Error::ColumnDecode {
@@ -67,6 +65,8 @@ fn take<'r, T: Decode<'r, Postgres>>(raw: PgValueRef<'r>, i: usize) -> Result<T,
     })
 }
 
+/// Decodes column `i` of `row` as `kind`, from the one raw value it holds (looked up once).
+/// Text up to 24 bytes and decimals are held inline: no allocation for them.
 pub(super) fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
     let raw = row.try_get_raw(i)?;
     if raw.is_null() {
@@ -132,7 +132,9 @@ fn numeric_text(bytes: &[u8]) -> Option<CompactString> {
         0x0000 | 0x4000 => {}
         _ => return None,
     }
-    if bytes.len() < 8 + 2 * ndigits {
+    if bytes.len() < 8 + 2 * ndigits
+        || (0..ndigits).any(|i| word(8 + 2 * i).is_none_or(|g| g > 9999))
+    {
         return None;
     }
     // Digit group `index` (0 is the most significant), zero past the stored ones.
@@ -231,6 +233,8 @@ mod tests {
         assert_eq!(numeric_text(&numeric(0, 0, 3, &[])).unwrap(), "0.000");
         assert_eq!(numeric_text(&numeric(0, 0xC000, 0, &[])).unwrap(), "NaN");
         assert_eq!(numeric_text(&[0, 1]), None);
+        // A digit group is base 10000: one past it is malformed, not text.
+        assert_eq!(numeric_text(&numeric(0, 0, 0, &[10000])), None);
         // Longer than the stack buffer: written on the heap, the same digits.
         let long = numeric_text(&numeric(20, 0x4000, 70, &[12, 3400])).unwrap();
         assert_eq!(
