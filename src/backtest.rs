@@ -60,8 +60,9 @@ pub enum Outcome {
     Skipped(Skip),
 }
 
-/// A rule's cadence applied in memory, row after row in clock order. Keys and buckets are
-/// numbered on first sight, so a row that collapses allocates nothing.
+/// A rule's cadence applied in memory, row after row in clock order. Buckets are numbered on
+/// first sight and keys are held inline with their claimed buckets, so a row that collapses
+/// allocates nothing.
 pub struct Simulator<'a> {
     cadence: &'a Cadence,
     key: &'a [String],

@@ -113,8 +113,10 @@ pub(super) fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::E
 
 /// Reads PostgreSQL's binary NUMERIC (base-10000 digit groups with a weight, a sign and a
 /// display scale) as plain decimal text with exactly the display scale: `1.10` stays `1.10`.
-/// Written here because the decimal crates' decoders drop the display scale. The text is built
-/// in place, inline when it is at most 24 bytes long (most are): then it allocates nothing.
+/// Written here because the decimal crates' decoders drop the display scale. The digits are
+/// written into a stack buffer and copied once into the value, held inline when it is at most
+/// 24 bytes long (most are): then it allocates nothing. `None` when the bytes are malformed
+/// (too short, or a digit group past 9999).
 fn numeric_text(bytes: &[u8]) -> Option<CompactString> {
     let word = |i: usize| {
         bytes
