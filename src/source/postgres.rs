@@ -19,7 +19,7 @@ use super::window::{Chunks, ReadAhead};
 use super::{Column, FetchError, Fetched, positions};
 use crate::row::{Row, Value};
 use crate::sql_guard::{Bind, Rendered, Shape};
-use decode::{decode, kind_of};
+use decode::{decode_into, kind_of};
 pub(super) use session::{PgFail, PgSession, execute};
 
 pub(super) async fn connect(
@@ -194,9 +194,7 @@ impl Decoder {
         let mut values = Vec::with_capacity(self.kinds.len());
         let mut size = 0usize;
         for (i, k) in self.kinds.iter().enumerate() {
-            let value = decode(r, i, *k)?;
-            size += super::window::value_bytes(&value);
-            values.push(value);
+            size += decode_into(r, i, *k, &mut values)?;
         }
         let clock = values.get(self.clock).and_then(Value::as_timestamp);
         let row = Row {

@@ -2,7 +2,7 @@
 //! binary NUMERIC read as decimal text with its display scale.
 
 use compact_str::CompactString;
-use sqlx::postgres::{PgRow, PgTypeInfo, PgTypeKind, PgValueRef};
+use sqlx::postgres::{PgRow, PgTypeInfo, PgTypeKind, PgValueFormat, PgValueRef};
 use sqlx::{Decode, Postgres, Row as _, TypeInfo, ValueRef};
 
 use crate::row::Value;
@@ -65,13 +65,94 @@ fn take<'r, T: Decode<'r, Postgres>>(raw: PgValueRef<'r>, i: usize) -> Result<T,
     })
 }
 
-/// Decodes column `i` of `row` as `kind`, from the one raw value it holds (looked up once).
-/// Text up to 24 bytes and decimals are held inline: no allocation for them.
-pub(super) fn decode(row: &PgRow, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
+/// PostgreSQL's epoch for binary times: 2000-01-01T00:00:00Z.
+const PG_EPOCH: jiff::Timestamp = jiff::Timestamp::constant(946_684_800, 0);
+
+/// Decodes column `i` of `row` as `kind` and pushes it onto `out`; answers what it takes in
+/// memory (by `window::value_bytes`). The value is looked up once and built where it is kept.
+/// Binary integers, floats, booleans and instants are read from their bytes here, and only when
+/// they have exactly their type's width (a shorter or longer value is malformed, never read past
+/// its end); text up to 24 bytes and decimals are held inline, with no allocation.
+pub(super) fn decode_into(
+    row: &PgRow,
+    i: usize,
+    kind: Kind,
+    out: &mut Vec<Value>,
+) -> Result<usize, sqlx::Error> {
     let raw = row.try_get_raw(i)?;
     if raw.is_null() {
-        return Ok(Value::Null);
+        out.push(Value::Null);
+        return Ok(8);
     }
+    let malformed = |what: &str| sqlx::Error::ColumnDecode {
+        index: i.to_string(),
+        source: format!("malformed {what} value").into(),
+    };
+    if raw.format() == PgValueFormat::Binary {
+        let bytes = raw.as_bytes().map_err(|source| sqlx::Error::ColumnDecode {
+            index: i.to_string(),
+            source,
+        })?;
+        let value = match kind {
+            Kind::Bool => match bytes {
+                [b] => Value::Bool(*b != 0),
+                _ => return Err(malformed("BOOL")),
+            },
+            Kind::I2 => Value::Int(
+                i16::from_be_bytes(exact(bytes).ok_or_else(|| malformed("INT2"))?).into(),
+            ),
+            Kind::I4 => Value::Int(
+                i32::from_be_bytes(exact(bytes).ok_or_else(|| malformed("INT4"))?).into(),
+            ),
+            Kind::I8 => Value::Int(i64::from_be_bytes(
+                exact(bytes).ok_or_else(|| malformed("INT8"))?,
+            )),
+            Kind::F4 => Value::Float(
+                f32::from_be_bytes(exact(bytes).ok_or_else(|| malformed("FLOAT4"))?).into(),
+            ),
+            Kind::F8 => Value::Float(f64::from_be_bytes(
+                exact(bytes).ok_or_else(|| malformed("FLOAT8"))?,
+            )),
+            Kind::Numeric => {
+                Value::Decimal(numeric_text(bytes).ok_or_else(|| malformed("NUMERIC"))?)
+            }
+            Kind::Text => Value::Text(CompactString::from_utf8(bytes).map_err(|source| {
+                sqlx::Error::ColumnDecode {
+                    index: i.to_string(),
+                    source: source.into(),
+                }
+            })?),
+            Kind::TimestampTz => {
+                let micros =
+                    i64::from_be_bytes(exact(bytes).ok_or_else(|| malformed("TIMESTAMPTZ"))?);
+                let at = PG_EPOCH
+                    .checked_add(jiff::SignedDuration::from_micros(micros))
+                    .map_err(|e| sqlx::Error::ColumnDecode {
+                        index: i.to_string(),
+                        source: e.into(),
+                    })?;
+                Value::Timestamp(at)
+            }
+            _ => decode_value(raw, i, kind)?,
+        };
+        let size = super::super::window::value_bytes(&value);
+        out.push(value);
+        return Ok(size);
+    }
+    let value = decode_value(raw, i, kind)?;
+    let size = super::super::window::value_bytes(&value);
+    out.push(value);
+    Ok(size)
+}
+
+/// A binary value of exactly `N` bytes, as an array.
+fn exact<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
+    bytes.try_into().ok()
+}
+
+/// Decodes one raw value that is not NULL as `kind`, through the driver's decoders (any
+/// format).
+fn decode_value(raw: PgValueRef<'_>, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
     let failed = |source| sqlx::Error::ColumnDecode {
         index: i.to_string(),
         source,
