@@ -64,12 +64,7 @@ pub fn planned_sql(
         .sql;
     out.push_str("-- rows with a NULL key are read and counted, never fired\n");
     match dialect {
-        Dialect::Postgres => out.push_str(&format!(
-            "\n-- the window in one pass, in {order} order: a cursor in the read-only transaction, {} rows a fetch\nDECLARE rowfire_window NO SCROLL CURSOR FOR {pass};\nFETCH FORWARD {} FROM rowfire_window;\n",
-            def.page_size,
-            def.page_size.max(1)
-        )),
-        Dialect::Mysql => out.push_str(&format!(
+        Dialect::Postgres | Dialect::Mysql => out.push_str(&format!(
             "\n-- the window in one pass, in {order} order: one statement in the read-only snapshot, its rows streamed in pages of {}, each within the statement timeout\n{pass};\n",
             def.page_size
         )),

@@ -90,7 +90,7 @@ pub(super) enum Session {
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
     /// A SQLite read once its one statement steps (it owns the transaction).
     SqliteStream(sqlite::SqliteStream),
-    /// A PostgreSQL read once its cursor is declared (its task owns the session).
+    /// A PostgreSQL read once its statement streams (its task owns the session).
     PostgresStream(ReadAhead),
     Mysql(mysql::MySession),
     /// A MySQL or MariaDB read once its statement streams (its task owns the session).
@@ -248,10 +248,10 @@ impl Session {
         }
     }
 
-    /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL a
-    /// `NO SCROLL` cursor declared in the read-only transaction, on SQLite the statement
-    /// stepping in a task that owns the transaction, on MySQL and MariaDB the statement
-    /// streamed by a task that owns the session (its limits: `mysql/stream.rs`).
+    /// Starts the one ordered pass of `rendered` (a window statement): on PostgreSQL, MySQL and
+    /// MariaDB the statement streamed by a task that owns the session (its limits:
+    /// `postgres/stream.rs`, `mysql/stream.rs`), on SQLite the statement stepping in a task
+    /// that owns the transaction.
     pub(super) async fn start(
         &mut self,
         source: &Source,
@@ -300,20 +300,15 @@ impl Session {
     }
 
     /// The next `rows` rows of the one pass (fewer at the window's end), their values within
-    /// `max_bytes`. Counted as a statement sent only where it is one (PostgreSQL's `FETCH`).
+    /// `max_bytes`.
     pub(super) async fn next_rows(
         &mut self,
-        source: &Source,
         rows: usize,
         max_bytes: usize,
     ) -> Result<Fetched, FetchError> {
         match self {
-            Session::PostgresStream(stream) => {
-                super::Sent::one(&source.sent.windowed);
-                stream.next().await
-            }
             Session::SqliteStream(stream) => stream.next(rows, max_bytes).await,
-            Session::MysqlStream(stream) => stream.next().await,
+            Session::PostgresStream(stream) | Session::MysqlStream(stream) => stream.next().await,
             Session::Postgres(_) | Session::Sqlite(_) | Session::Mysql(_) | Session::Moved => {
                 Err(not_started())
             }

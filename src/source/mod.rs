@@ -74,8 +74,7 @@ impl Column {
 /// reads only its window).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Statements {
-    /// Statements that read rows of a window only: pages (a cursor's declaration and each
-    /// fetch), NULL-key counts.
+    /// Statements that read rows of a window only: its one pass.
     pub windowed: u64,
     /// Statements that read the whole query, outside any window: NULL and unreadable clock
     /// counts.

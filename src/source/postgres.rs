@@ -4,6 +4,7 @@
 
 mod decode;
 mod session;
+mod stream;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -15,8 +16,7 @@ use sqlx::query::Query;
 use sqlx::{AssertSqlSafe, Column as _, PgPool, Postgres, Row as _, TypeInfo};
 
 use super::engine::{ConnectError, open_pool};
-use super::window::{Chunks, ReadAhead};
-use super::{Column, FetchError, Fetched, positions};
+use super::{Column, FetchError, positions};
 use crate::row::{Row, Value};
 use crate::sql_guard::{Bind, Rendered, Shape};
 use decode::{decode_into, kind_of};
@@ -82,58 +82,6 @@ pub(super) async fn count(
     let row = rows.first().ok_or(PgFail::Sql(sqlx::Error::RowNotFound))?;
     Ok(row.try_get::<i64, _>(0)?.max(0) as u64)
 }
-/// Reads one rendered statement's rows (a cursor's fetch of at most `rows`), decoding each row
-/// as it arrives, so decoding overlaps the server producing the rest.
-pub(super) async fn fetch(
-    session: &mut PgSession,
-    rendered: &Rendered,
-    shape: Shape<'_>,
-    rows: usize,
-    max_bytes: usize,
-) -> Result<Fetched, FetchError> {
-    let mut decoder: Option<Decoder> = None;
-    // Sized up front, but never more than 4,096 rows ahead of what arrives.
-    let mut sizes = Vec::with_capacity(rows.min(4096));
-    let mut rows = Vec::with_capacity(rows.min(4096));
-    let mut failed: Option<FetchError> = None;
-    let read = session
-        .fetch_each(rendered, max_bytes, |r| {
-            let step = (|| {
-                if decoder.is_none() {
-                    decoder = Some(Decoder::new(r, shape)?);
-                }
-                let d = decoder.as_ref().expect("set above");
-                let (row, size) = d.row(r)?;
-                rows.push(row);
-                sizes.push(size);
-                Ok::<_, FetchError>(size)
-            })();
-            step.map_err(|e| {
-                failed = Some(e);
-                sqlx::Error::Protocol("decoding stopped".into())
-            })
-        })
-        .await;
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let within = read.map_err(|e| match e {
-        PgFail::Sql(e) => FetchError::Sql(e),
-        PgFail::Deadline => FetchError::Deadline,
-    })?;
-    if !within {
-        return Err(FetchError::TooLarge { limit: max_bytes });
-    }
-    let Some(d) = decoder else {
-        return Ok(Fetched::empty());
-    };
-    Ok(Fetched {
-        rows,
-        sizes,
-        key: d.key,
-    })
-}
-
 /// Per key column, whether a window's one pass is ordered by it: only columns whose type a
 /// page can be cut on (see `decode::cuts`). The query's output columns are described in the
 /// read (parsed and planned, not run); a key column not found is ordered by, as before.
@@ -206,74 +154,7 @@ impl Decoder {
     }
 }
 
-/// The cursor a PostgreSQL read declares for its one pass over the window.
-const CURSOR: &str = "rowfire_window";
-
-/// Starts one ordered pass over a window on PostgreSQL: a `NO SCROLL` cursor for `rendered`
-/// (a window statement) declared in the read's read-only transaction and fetched `rows` at a
-/// time (each fetch within `max_bytes` of values) by a task that owns the session, one page
-/// ahead of the reader. Each `FETCH` runs under the read's limits, set again before it.
-/// Finished, the session is rolled back and cleaned as every read is; dropped, its task is
-/// aborted and the connection closed.
-pub(super) fn start_pass(
-    session: PgSession,
-    rendered: &Rendered,
-    shape: Shape<'_>,
-    rows: usize,
-    max_bytes: usize,
-) -> ReadAhead {
-    let declare = Rendered {
-        sql: format!("DECLARE {CURSOR} NO SCROLL CURSOR FOR {}", rendered.sql),
-        binds: rendered.binds.clone(),
-    };
-    let shape = (shape.clock.to_string(), shape.key.to_vec());
-    ReadAhead::spawn(move |give| async move {
-        let shape = Shape {
-            clock: &shape.0,
-            key: &shape.1,
-        };
-        stream(session, declare, shape, rows, max_bytes, give).await
-    })
-}
-
-/// The fetching task: declares the cursor, then fetches chunk after chunk until the window
-/// ends, a fetch fails or the reader stops.
-async fn stream(
-    mut session: PgSession,
-    declare: Rendered,
-    shape: Shape<'_>,
-    rows: usize,
-    max_bytes: usize,
-    give: Chunks,
-) {
-    if let Err(e) = session.fetch_all(&declare).await {
-        let e = match e {
-            PgFail::Sql(e) => FetchError::Sql(e),
-            PgFail::Deadline => FetchError::Deadline,
-        };
-        let _ = give.send(Err(e)).await;
-        // Dropped, not closed: a failed read's connection is never reused.
-        return;
-    }
-    let next = Rendered {
-        sql: format!("FETCH FORWARD {rows} FROM {CURSOR}"),
-        binds: Vec::new(),
-    };
-    loop {
-        let chunk = fetch(&mut session, &next, shape, rows, max_bytes).await;
-        let (failed, last) = match &chunk {
-            Ok(f) => (false, f.rows.len() < rows),
-            Err(_) => (true, true),
-        };
-        if give.send(chunk).await.is_err() || last {
-            if failed {
-                return;
-            }
-            break;
-        }
-    }
-    session.close().await;
-}
+pub(super) use stream::start as start_pass;
 
 /// The catalogue of the session's current schema, as its user sees it: columns from
 /// `information_schema` (only those the user may read), keys and indexes from `pg_catalog`

@@ -1,11 +1,10 @@
 //! Reading a window: page after page in one read-only snapshot, each page ending where SQL says.
 //!
 //! Every engine reads a window in one ordered pass: one statement
-//! ([`CheckedQuery::window_sql`]) through a server-side cursor on PostgreSQL (`DECLARE … NO
-//! SCROLL CURSOR` in the read-only transaction, then `FETCH FORWARD page` at a time), one
-//! SQLite statement stepping across pages, or one MySQL or MariaDB statement whose rows stream
-//! as the server sends them (each chunk within the statement timeout, the server's own limit
-//! lifted for it: `mysql/stream.rs`). A page ends at the first row past the page size that can
+//! ([`CheckedQuery::window_sql`]) whose rows stream as the server sends them on PostgreSQL,
+//! MySQL and MariaDB (each chunk within the statement timeout, the server's own limit lifted
+//! for it: `postgres/stream.rs`, `mysql/stream.rs`), or one SQLite statement stepping across
+//! pages. A page ends at the first row past the page size that can
 //! be told apart from the row before it for certain (another instant, or a key differing in a
 //! type whose equality is identity: see `inseparable`), so rows SQL finds equal are never split
 //! and no row is read twice; the rows after the cut wait for the next page.
@@ -168,7 +167,7 @@ impl<'a> WindowReader<'a> {
             }
             let held = self.held_bytes;
             let room = source.page_bytes.saturating_sub(held);
-            let fetched = self.session.next_rows(source, size, room).await;
+            let fetched = self.session.next_rows(size, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
             if fetched.rows.len() < size {
                 self.exhausted = true;
@@ -300,7 +299,7 @@ impl From<sqlx::Error> for FetchError {
 
 /// A window's pass read one chunk ahead by a task that owns its session, over a channel of
 /// one: the server produces the next chunk while the caller claims this one, and memory stays
-/// bounded by the page size. The PostgreSQL cursor and the MySQL stream both read this way.
+/// bounded by the page size. The PostgreSQL and MySQL streams both read this way.
 /// Dropped, the task is aborted (its session closes its connection, never reused).
 pub(super) struct ReadAhead {
     chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,

@@ -29,6 +29,7 @@ mod mysql_worker;
 mod output;
 mod pace;
 mod paging;
+mod pg_pass;
 mod poller;
 mod queue;
 mod race;

@@ -106,18 +106,19 @@ async fn a_read_that_turns_its_statement_timeout_off_and_sleeps_ends_at_its_time
 }
 
 #[tokio::test]
-async fn a_timeout_switched_off_by_one_statement_does_not_unbound_the_next_ones() {
+async fn a_window_statement_that_finds_the_server_timeout_lifted_and_sleeps_still_ends_at_its_timeout()
+ {
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    // Pages of two rows: the six rows take several probe and page statements in one snapshot.
+    // Pages of two rows: the six rows come in three pages of the one streamed statement.
     let source = Source::connect(&def(Duration::from_millis(300), 2), &pg.url)
         .await
         .unwrap();
-    // Each statement first reads the timeout it started under (once: OFFSET 0 keeps the
-    // subquery whole), sleeps 20 s if it is off, then switches it off for the rest of the
-    // transaction; the lateral references fix that order. The first statement runs bounded and
-    // fast; without limits set again before each statement, the second would sleep unbounded.
+    // The statement reads the timeout it started under (once: OFFSET 0 keeps the subquery
+    // whole) and sleeps 20 s if it is off, as it is for a window's streamed statement (Rowfire
+    // bounds each page instead); then it switches the timeout off for the rest of the
+    // transaction. The lateral references fix that order.
     let sql = hostile_sql(
         "b.before AS before",
         "(SELECT current_setting('statement_timeout') AS before OFFSET 0) AS b \
@@ -126,12 +127,30 @@ async fn a_timeout_switched_off_by_one_statement_does_not_unbound_the_next_ones(
          CROSS JOIN LATERAL generate_series(1, 6 + 0 * length(s.v)) AS g",
     );
     let started = Instant::now();
-    let rows = read_all(&source, &sql).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(rows.len(), 6);
-    for row in &rows {
-        assert_eq!(row.get("before"), Some(&Value::Text("300ms".into())));
-    }
+    let err = read_all(&source, &sql).await.unwrap_err();
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the read took {:?}",
+        started.elapsed()
+    );
+    // The backend was ended, not left sleeping on the customer's database.
+    let mut admin = pg.admin().await;
+    let running: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(CASE%' AND pid <> pg_backend_pid()",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(running, 0);
+    // The source still reads.
+    let rows = read_all(
+        &source,
+        &hostile_sql("1 AS one", "generate_series(1, 3) AS g"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 3);
 }
 
 #[tokio::test]
@@ -153,6 +172,7 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
         "pg_try_advisory_lock(4545) AS l(locked), \
          set_config('work_mem', '77kB', false) AS w, \
          set_config('statement_timeout', '0', false) AS s, \
+         set_config('lock_timeout', '0', false) AS t, \
          set_config('search_path', 'nowhere', false) AS p, \
          generate_series(1, 6) AS g",
     );
@@ -185,14 +205,14 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
             rows[0].get("search_path"),
             Some(&Value::Text("nowhere".into()))
         );
-        // Inside a read, the limits are the read's own, set in its transaction.
-        for limit in ["statement_timeout", "lock_timeout"] {
-            assert_eq!(
-                rows[0].get(limit),
-                Some(&Value::Text("2s".into())),
-                "{limit}"
-            );
-        }
+        // Inside a read, the limits are the read's own, set in its transaction: the lock
+        // timeout the source's, the server's statement timeout lifted for the window's one
+        // streamed statement (Rowfire bounds each page of it instead).
+        assert_eq!(rows[0].get("lock_timeout"), Some(&Value::Text("2s".into())));
+        assert_eq!(
+            rows[0].get("statement_timeout"),
+            Some(&Value::Text("0".into()))
+        );
     }
     // Outside any read, the pooled connections keep the source's own statement timeout.
     let sessions = "SELECT count(*) FROM pg_stat_activity \

@@ -112,10 +112,7 @@ impl PgSession {
     fn limits(&self) -> (String, String) {
         (
             self.timeout.as_millis().max(1).to_string(),
-            IDLE_IN_TRANSACTION
-                .max(self.timeout * 2)
-                .as_millis()
-                .to_string(),
+            self.idle().as_millis().to_string(),
         )
     }
 
@@ -123,7 +120,7 @@ impl PgSession {
     /// connection so it is closed, never reused. Terminating, not cancelling: SQL can catch a
     /// cancel (PL/pgSQL `EXCEPTION WHEN query_canceled`), and the session is done with anyway.
     /// On PostgreSQL 14 and later it waits (up to 5 s) until the backend is gone.
-    async fn end_backend(&mut self) {
+    pub(super) async fn end_backend(&mut self) {
         self.discard();
         if self.pid == 0 {
             return;
@@ -161,30 +158,57 @@ impl PgSession {
         guarded!(self, |conn| bound(rendered).fetch_all(conn))
     }
 
-    /// Runs a rendered statement after setting the limits again, handing each row to `each` as
-    /// it arrives; `each` keeps what it needs of the row and answers what that takes in memory
-    /// (an error from it stops the read). False as soon as the rows kept pass `max_bytes`,
-    /// before more are read (the session is then dropped, so its connection is closed, not
-    /// drained).
-    pub(super) async fn fetch_each(
-        &mut self,
-        rendered: &Rendered,
-        max_bytes: usize,
-        mut each: impl FnMut(&PgRow) -> Result<usize, sqlx::Error>,
-    ) -> Result<bool, PgFail> {
-        self.relimit().await?;
-        guarded!(self, |conn| async move {
-            use futures_util::TryStreamExt as _;
-            let mut stream = bound(rendered).fetch(conn);
-            let mut bytes = 0usize;
-            while let Some(row) = stream.try_next().await? {
-                bytes = bytes.saturating_add(each(&row)?);
-                if bytes > max_bytes {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        })
+    /// The source's statement timeout.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How long the read may sit idle inside its transaction.
+    pub(super) fn idle(&self) -> Duration {
+        IDLE_IN_TRANSACTION.max(self.timeout * 2)
+    }
+
+    /// The session's connection, for a statement the caller runs under its own deadline
+    /// ([`PgSession::end_backend`] past it). `None` once the connection was discarded.
+    pub(super) fn connection(&mut self) -> Option<&mut sqlx::PgConnection> {
+        self.conn.as_deref_mut()
+    }
+
+    /// Sets the limits for a window's one streamed statement: no server-side statement timeout
+    /// (the caller bounds each chunk instead), the lock and idle timeouts as every read has
+    /// them, and on PostgreSQL 14 and later a check every second that Rowfire is still
+    /// connected. That check is set inside a savepoint, so a server whose platform cannot
+    /// check is left as it is and the read goes on.
+    pub(super) async fn lift_statement_limit(&mut self) -> Result<(), PgFail> {
+        let checks = self
+            .conn
+            .as_deref()
+            .and_then(|c| c.server_version_num())
+            .is_some_and(|v| v >= 140000);
+        if checks {
+            let interval = super::stream::CONNECTION_CHECK.as_millis().to_string();
+            guarded!(self, |conn| sqlx::raw_sql("SAVEPOINT rowfire_check")
+                .execute(conn))?;
+            let set = guarded!(self, |conn| sqlx::query(
+                "SELECT pg_catalog.set_config('client_connection_check_interval', $1, true)"
+            )
+            .bind(&interval)
+            .execute(conn));
+            let back = match set {
+                Ok(_) => "RELEASE SAVEPOINT rowfire_check",
+                Err(PgFail::Deadline) => return Err(PgFail::Deadline),
+                Err(PgFail::Sql(_)) => "ROLLBACK TO SAVEPOINT rowfire_check",
+            };
+            guarded!(self, |conn| sqlx::raw_sql(back).execute(conn))?;
+        }
+        let (_, idle) = self.limits();
+        let lock = self.timeout.as_millis().max(1).to_string();
+        self.limited = false;
+        guarded!(self, |conn| sqlx::query(LIFTED)
+            .bind(lock)
+            .bind(idle)
+            .execute(conn))
+        .map(|_| ())
     }
 
     /// Describes a statement's output columns.
@@ -248,6 +272,12 @@ impl Drop for PgSession {
 /// Sets the read's limits transaction-locally (schema-qualified: the read may have changed
 /// `search_path`).
 const LIMITS: &str = "SELECT pg_catalog.set_config('statement_timeout', $1, true), \
+     pg_catalog.set_config('lock_timeout', $1, true), \
+     pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)";
+
+/// The limits of a window's one streamed statement: the statement timeout lifted (each chunk is
+/// bounded by Rowfire instead), the lock and idle timeouts as [`LIMITS`] sets them.
+const LIFTED: &str = "SELECT pg_catalog.set_config('statement_timeout', '0', true), \
      pg_catalog.set_config('lock_timeout', $1, true), \
      pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)";
 

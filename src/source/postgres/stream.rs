@@ -1,0 +1,193 @@
+//! One ordered pass over a window on PostgreSQL: the window statement runs once inside the
+//! read's read-only, repeatable-read transaction, and its rows are decoded as the server sends
+//! them and handed on a page at a time. A `DECLARE … CURSOR` fetched page by page is not used:
+//! PostgreSQL runs each `FETCH` into a tuplestore before sending its first row (a utility
+//! statement that returns rows, `PORTAL_UTIL_SELECT`), so the reader would wait on the server
+//! at every page while the server waited on the reader in between (BENCHMARKS.md, read_window).
+//!
+//! Limits, all set by Rowfire before the statement:
+//! - The server's `statement_timeout` is lifted for this one statement: the server measures
+//!   it over the whole statement, including the time it waits to hand rows to a reader that is
+//!   claiming between pages, so it would end a long read however fast each page came. Lock and
+//!   idle timeouts stay as every read has them.
+//! - Instead each chunk must arrive within the source's statement timeout, measured while the
+//!   task waits on the server (not while it waits on the reader); past it, Rowfire ends the
+//!   backend from another connection and the read fails with the timeout. So the first chunk
+//!   (where the server sorts the window) is bounded as any one statement is.
+//! - A chunk the reader does not take within the read's idle bound (300 s, or twice the
+//!   statement timeout if longer: the idle time a read has inside its transaction) ends the
+//!   read: its connection is closed, and the server stops at its next send.
+//! - On PostgreSQL 14 and later the server also checks every second, while the statement runs,
+//!   that Rowfire is still connected (`client_connection_check_interval`), so a statement left
+//!   behind by a process that died stops even before it sends a row.
+
+use std::time::Duration;
+
+use futures_util::TryStreamExt as _;
+use futures_util::stream::BoxStream;
+use sqlx::postgres::PgRow;
+
+use super::session::{PgFail, PgSession};
+use super::{Decoder, bound};
+use crate::source::window::{Chunks, ReadAhead};
+use crate::source::{FetchError, Fetched};
+use crate::sql_guard::{Rendered, Shape};
+
+/// Starts a window's streamed statement `rendered`, read `rows` at a time (each chunk within
+/// `max_bytes` of values) by a task that owns the session, one chunk ahead of the reader.
+/// Finished after the window's end, the session is rolled back and cleaned as every read is;
+/// finished early or dropped, its connection is closed, never drained or reused.
+pub(in crate::source) fn start(
+    session: PgSession,
+    rendered: &Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+) -> ReadAhead {
+    let rendered = rendered.clone();
+    let shape = (shape.clock.to_string(), shape.key.to_vec());
+    ReadAhead::spawn(move |give| async move {
+        let shape = Shape {
+            clock: &shape.0,
+            key: &shape.1,
+        };
+        stream(session, rendered, shape, rows.max(1), max_bytes, give).await
+    })
+}
+
+/// How the statement's pass ended.
+enum End {
+    /// Every row was handed on.
+    Exhausted,
+    /// The reader stopped asking before the end, or did not take a chunk within the idle bound.
+    Stopped,
+    /// The statement failed; `end_backend` when it ran past the deadline.
+    Failed {
+        error: FetchError,
+        end_backend: bool,
+    },
+}
+
+/// The reading task: lifts the server's statement limit, runs the statement, and hands on chunk
+/// after chunk until the window ends, a chunk fails or the reader stops.
+async fn stream(
+    mut session: PgSession,
+    rendered: Rendered,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+    give: Chunks,
+) {
+    let timeout = session.timeout();
+    let idle = session.idle();
+    let end = match session.lift_statement_limit().await {
+        Err(e) => End::Failed {
+            error: fetch_error(e),
+            end_backend: false,
+        },
+        Ok(()) => match session.connection() {
+            None => End::Failed {
+                error: FetchError::Deadline,
+                end_backend: false,
+            },
+            Some(conn) => {
+                let mut pass = bound(&rendered).fetch(conn);
+                let mut decoder = None;
+                loop {
+                    let next = chunk(&mut pass, &mut decoder, shape, rows, max_bytes);
+                    let fetched = match tokio::time::timeout(timeout, next).await {
+                        Ok(Ok(fetched)) => fetched,
+                        Ok(Err(error)) => {
+                            break End::Failed {
+                                error,
+                                end_backend: false,
+                            };
+                        }
+                        Err(_) => {
+                            break End::Failed {
+                                error: FetchError::Deadline,
+                                end_backend: true,
+                            };
+                        }
+                    };
+                    let last = fetched.rows.len() < rows;
+                    match tokio::time::timeout(idle, give.send(Ok(fetched))).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => break End::Stopped,
+                        Err(_) => {
+                            tracing::warn!(
+                                idle_s = idle.as_secs(),
+                                "a window read was not taken up within its idle bound; it is ended"
+                            );
+                            break End::Stopped;
+                        }
+                    }
+                    if last {
+                        break End::Exhausted;
+                    }
+                }
+            }
+        },
+    };
+    match end {
+        End::Exhausted => session.close().await,
+        // Dropped, not closed: the rest of the rows are not drained, the connection is closed.
+        End::Stopped => drop(session),
+        End::Failed { error, end_backend } => {
+            if end_backend {
+                session.end_backend().await;
+            }
+            drop(session);
+            let _ = give.send(Err(error)).await;
+        }
+    }
+}
+
+/// Reads up to `rows` rows of the pass, decoding each as it arrives.
+async fn chunk(
+    pass: &mut BoxStream<'_, Result<PgRow, sqlx::Error>>,
+    decoder: &mut Option<Decoder>,
+    shape: Shape<'_>,
+    rows: usize,
+    max_bytes: usize,
+) -> Result<Fetched, FetchError> {
+    // Sized up front, but never more than 4,096 rows ahead of what arrives.
+    let mut out = Vec::with_capacity(rows.min(4096));
+    let mut sizes = Vec::with_capacity(rows.min(4096));
+    let mut bytes = 0usize;
+    while out.len() < rows {
+        let Some(row) = pass.try_next().await? else {
+            break;
+        };
+        let d = match decoder {
+            Some(d) => d,
+            None => decoder.insert(Decoder::new(&row, shape)?),
+        };
+        let (row, size) = d.row(&row)?;
+        bytes = bytes.saturating_add(size);
+        if bytes > max_bytes {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        out.push(row);
+        sizes.push(size);
+    }
+    Ok(match decoder {
+        Some(d) => Fetched {
+            rows: out,
+            sizes,
+            key: d.key.clone(),
+        },
+        None => Fetched::empty(),
+    })
+}
+
+fn fetch_error(e: PgFail) -> FetchError {
+    match e {
+        PgFail::Sql(e) => FetchError::Sql(e),
+        PgFail::Deadline => FetchError::Deadline,
+    }
+}
+
+/// How often a server on PostgreSQL 14 or later checks that Rowfire is still connected while
+/// the window statement runs.
+pub(super) const CONNECTION_CHECK: Duration = Duration::from_secs(1);
