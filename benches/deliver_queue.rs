@@ -229,6 +229,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let senders = senders(url, key, workers).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
+    let commits0 = commits(url).await;
     let (own0, busy0) = support::cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
@@ -257,7 +258,31 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         "    PostgreSQL backends, mean per sample over {samples} samples: {connections:.1} connections; active by wait: {}",
         shown.join(", ")
     );
+    let committed = commits(url).await - commits0;
+    println!(
+        "    transactions committed: {committed} ({:.1} deliveries per commit)",
+        total.sent as f64 / committed.max(1) as f64
+    );
     (secs, total, own1 - own0, (busy1 - busy0) - (own1 - own0))
+}
+
+/// Transactions committed so far in the database at `url` (PostgreSQL's own count, which lags
+/// by at most its stats flush: read after a drain has settled everything).
+async fn commits(url: &str) -> i64 {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    // Stats are flushed by each backend at most every second; force this one's view fresh.
+    sqlx::raw_sql("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let n: i64 = sqlx::query_scalar(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    n
 }
 
 /// One worker's pass taken apart with the library's own pieces (the claim, `sender::outbound`

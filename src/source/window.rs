@@ -108,6 +108,14 @@ impl<'a> WindowReader<'a> {
         match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
+            FetchError::Idle { after } => SourceError::Query {
+                name: source.name.clone(),
+                shown: source.shown.clone(),
+                message: format!(
+                    "the read was ended after waiting {}s for the next page to be taken (its snapshot is not held longer); read again, and if a step between pages is this slow, look at what it waits on",
+                    after.as_secs()
+                ),
+            },
             FetchError::TooLarge { limit } => SourceError::Query {
                 name: source.name.clone(),
                 shown: source.shown.clone(),
@@ -281,6 +289,10 @@ pub(crate) enum FetchError {
     Sql(sqlx::Error),
     /// Rowfire's own deadline passed (the server's timeout was defeated).
     Deadline,
+    /// The reader did not take a page within the read's idle bound, so the read was ended.
+    Idle {
+        after: std::time::Duration,
+    },
     /// A page held more than `limit` bytes of values.
     TooLarge {
         limit: usize,

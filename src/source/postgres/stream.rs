@@ -16,7 +16,8 @@
 //!   (where the server sorts the window) is bounded as any one statement is.
 //! - A chunk the reader does not take within the read's idle bound (300 s, or twice the
 //!   statement timeout if longer: the idle time a read has inside its transaction) ends the
-//!   read: its connection is closed, and the server stops at its next send.
+//!   read: its connection is closed, so the server stops at its next send, and the reader's
+//!   next page is an error that says so, never a window cut short.
 //! - On PostgreSQL 14 and later the server also checks every second, while the statement runs,
 //!   that Rowfire is still connected (`client_connection_check_interval`), so a statement left
 //!   behind by a process that died stops even before it sends a row.
@@ -59,8 +60,10 @@ pub(in crate::source) fn start(
 enum End {
     /// Every row was handed on.
     Exhausted,
-    /// The reader stopped asking before the end, or did not take a chunk within the idle bound.
+    /// The reader stopped asking before the end.
     Stopped,
+    /// The reader did not take a chunk within the idle bound.
+    Idle,
     /// The statement failed; `end_backend` when it ran past the deadline.
     Failed {
         error: FetchError,
@@ -114,13 +117,7 @@ async fn stream(
                     match tokio::time::timeout(idle, give.send(Ok(fetched))).await {
                         Ok(Ok(())) => {}
                         Ok(Err(_)) => break End::Stopped,
-                        Err(_) => {
-                            tracing::warn!(
-                                idle_s = idle.as_secs(),
-                                "a window read was not taken up within its idle bound; it is ended"
-                            );
-                            break End::Stopped;
-                        }
+                        Err(_) => break End::Idle,
                     }
                     if last {
                         break End::Exhausted;
@@ -133,6 +130,16 @@ async fn stream(
         End::Exhausted => session.close().await,
         // Dropped, not closed: the rest of the rows are not drained, the connection is closed.
         End::Stopped => drop(session),
+        // The connection is closed at once (the server stops at its next send); the reader
+        // learns why when it asks for the next page, after the one it was handed.
+        End::Idle => {
+            tracing::warn!(
+                idle_s = idle.as_secs(),
+                "a window read's next page was not taken within its idle bound; the read is ended"
+            );
+            drop(session);
+            let _ = give.send(Err(FetchError::Idle { after: idle })).await;
+        }
         End::Failed { error, end_backend } => {
             if end_backend {
                 session.end_backend().await;
