@@ -2,8 +2,9 @@
 //!
 //! Every engine reads a window in one ordered pass: one statement
 //! ([`CheckedQuery::window_sql`]) whose rows stream as the server sends them on PostgreSQL,
-//! MySQL and MariaDB (each chunk within the statement timeout, the server's own limit lifted
-//! for it: `postgres/stream.rs`, `mysql/stream.rs`), or one SQLite statement stepping across
+//! MySQL and MariaDB (each chunk within the statement timeout, the server's own limit for the
+//! whole statement lifted or raised: `postgres/stream.rs`, `mysql/stream.rs`), or one SQLite
+//! statement stepping across
 //! pages. A page ends at the first row past the page size that can
 //! be told apart from the row before it for certain (another instant, or a key differing in a
 //! type whose equality is identity: see `inseparable`), so rows SQL finds equal are never split
@@ -108,6 +109,14 @@ impl<'a> WindowReader<'a> {
         match e {
             FetchError::Sql(e) => source.query_error(e),
             FetchError::Deadline => source.timeout_error(),
+            FetchError::ReadCap { cap } => SourceError::Query {
+                name: source.name.clone(),
+                shown: source.shown.clone(),
+                message: format!(
+                    "the server cancelled the window's statement: a whole read may take at most {}s (an hour, or a hundred times the statement timeout), or an operator cancelled it; read a shorter window",
+                    cap.as_secs()
+                ),
+            },
             FetchError::Idle { after } => SourceError::Query {
                 name: source.name.clone(),
                 shown: source.shown.clone(),
@@ -289,6 +298,11 @@ pub(crate) enum FetchError {
     Sql(sqlx::Error),
     /// Rowfire's own deadline passed (the server's timeout was defeated).
     Deadline,
+    /// The server cancelled a window's streamed statement at the read's cap (or an operator
+    /// cancelled it).
+    ReadCap {
+        cap: std::time::Duration,
+    },
     /// The reader did not take a page within the read's idle bound, so the read was ended.
     Idle {
         after: std::time::Duration,

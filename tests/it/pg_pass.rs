@@ -79,6 +79,48 @@ async fn a_postgres_window_of_many_pages_is_read_by_one_statement() {
     );
 }
 
+/// The backend running the statement against `wide` (not a parallel worker) and when that
+/// statement started, as the server sees it.
+async fn statement_on_wide(admin: &mut PgConnection) -> Option<(i32, String)> {
+    sqlx::query_as(
+        "SELECT pid, query_start::text FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() \
+           AND backend_type = 'client backend' AND state = 'active' AND query LIKE '%wide%'",
+    )
+    .fetch_optional(admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_server_runs_one_statement_from_a_postgres_windows_first_page_to_its_tenth() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    wide_table(&pg, 100_000).await;
+    let mut paged = def(Duration::from_secs(10));
+    paged.page_size = 1_000;
+    let source = Source::connect(&paged, &pg.url).await.unwrap();
+    let query = source.check("wide", "SELECT k, at, pad FROM wide").unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let mut admin = pg.admin().await;
+    let mut reader = source.read_window(&query, shape, window()).await.unwrap();
+    reader.next_page().await.unwrap().unwrap();
+    let first = statement_on_wide(&mut admin).await;
+    assert!(first.is_some(), "the window's statement is running");
+    for _ in 0..9 {
+        reader.next_page().await.unwrap().unwrap();
+    }
+    // The same backend, still in the statement that started before the first page: no
+    // statement per page (a cursor's FETCH would be a new one each time, and not name `wide`).
+    assert_eq!(statement_on_wide(&mut admin).await, first);
+    drop(reader);
+}
+
 #[tokio::test]
 async fn a_postgres_window_read_outlasts_the_statement_timeout_while_the_reader_pauses_between_pages()
  {
@@ -190,9 +232,9 @@ async fn a_postgres_window_statement_runs_with_the_server_checking_that_rowfire_
     let page = reader.next_page().await.unwrap().unwrap();
     reader.finish().await;
     assert_eq!(page.len(), 3);
-    // The server's own statement limit is lifted for the streamed statement (each page is
-    // bounded by Rowfire instead) ...
-    assert_eq!(page[0].get("limited"), Some(&Value::Text("0".into())));
+    // The server's own statement limit is the read's cap for the streamed statement (an hour,
+    // a hundred times 10 s being less; each page is bounded by Rowfire instead) ...
+    assert_eq!(page[0].get("limited"), Some(&Value::Text("1h".into())));
     // ... and from PostgreSQL 14 on, the server checks every second that Rowfire is there.
     if version >= 140000 {
         assert_eq!(page[0].get("every"), Some(&Value::Text("1s".into())));

@@ -106,26 +106,65 @@ async fn a_read_that_turns_its_statement_timeout_off_and_sleeps_ends_at_its_time
 }
 
 #[tokio::test]
-async fn a_window_statement_that_finds_the_server_timeout_lifted_and_sleeps_still_ends_at_its_timeout()
- {
+async fn a_timeout_switched_off_by_one_statement_does_not_unbound_the_next_ones() {
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    // Pages of two rows: the six rows come in three pages of the one streamed statement.
+    // Pages of two rows: the six rows come in three pages of the window's one statement.
     let source = Source::connect(&def(Duration::from_millis(300), 2), &pg.url)
         .await
         .unwrap();
-    // The statement reads the timeout it started under (once: OFFSET 0 keeps the subquery
-    // whole) and sleeps 20 s if it is off, as it is for a window's streamed statement (Rowfire
-    // bounds each page instead); then it switches the timeout off for the rest of the
-    // transaction. The lateral references fix that order.
+    // Each statement first reads the timeout it started under (once: OFFSET 0 keeps the
+    // subquery whole), sleeps 20 s if it is off, then switches it off for the rest of the
+    // transaction and for the session; the lateral references fix that order.
     let sql = hostile_sql(
         "b.before AS before",
         "(SELECT current_setting('statement_timeout') AS before OFFSET 0) AS b \
          CROSS JOIN LATERAL pg_sleep(CASE WHEN b.before = '0' THEN 20 ELSE 0 END) AS z \
          CROSS JOIN LATERAL set_config('statement_timeout', '0' || z::text, true) AS s(v) \
-         CROSS JOIN LATERAL generate_series(1, 6 + 0 * length(s.v)) AS g",
+         CROSS JOIN LATERAL set_config('statement_timeout', '0' || z::text, false) AS w(v) \
+         CROSS JOIN LATERAL generate_series(1, 6 + 0 * length(s.v) + 0 * length(w.v)) AS g",
     );
+    let started = Instant::now();
+    let rows = read_all(&source, &sql).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(rows.len(), 6);
+    // The window's statement starts under the read's cap (an hour here), never with the
+    // server's timeout off; Rowfire bounds each of its pages by the 300 ms.
+    for row in &rows {
+        assert_eq!(row.get("before"), Some(&Value::Text("1h".into())));
+    }
+    // The statements after it (the counts of a poll or a backtest, on the pooled connections
+    // the read handed back) start under the source's 300 ms again: were the switch still in
+    // force, each would sleep 20 s and fail at Rowfire's deadline instead.
+    let query = source.check("hostile", &sql).unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    for _ in 0..3 {
+        let started = Instant::now();
+        let nulls = source
+            .count_null_clocks(&query, shape, window())
+            .await
+            .unwrap();
+        assert_eq!(nulls, 0);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
+
+#[tokio::test]
+async fn a_window_statement_that_sleeps_past_its_timeout_before_its_first_page_is_ended() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let source = Source::connect(&def(Duration::from_millis(300), 2), &pg.url)
+        .await
+        .unwrap();
+    // The statement sleeps 20 s before its first row: the first page is bounded by the 300 ms
+    // as any statement is, though the server's own limit for the whole read is an hour.
+    let sql = hostile_sql("1 AS one", "pg_sleep(20) AS z, generate_series(1, 6) AS g");
     let started = Instant::now();
     let err = read_all(&source, &sql).await.unwrap_err();
     assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
@@ -137,20 +176,12 @@ async fn a_window_statement_that_finds_the_server_timeout_lifted_and_sleeps_stil
     // The backend was ended, not left sleeping on the customer's database.
     let mut admin = pg.admin().await;
     let running: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(CASE%' AND pid <> pg_backend_pid()",
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(20)%' AND pid <> pg_backend_pid()",
     )
     .fetch_one(&mut admin)
     .await
     .unwrap();
     assert_eq!(running, 0);
-    // The source still reads.
-    let rows = read_all(
-        &source,
-        &hostile_sql("1 AS one", "generate_series(1, 3) AS g"),
-    )
-    .await
-    .unwrap();
-    assert_eq!(rows.len(), 3);
 }
 
 #[tokio::test]
@@ -206,12 +237,12 @@ async fn a_pooled_source_connection_holds_no_advisory_lock_and_no_changed_settin
             Some(&Value::Text("nowhere".into()))
         );
         // Inside a read, the limits are the read's own, set in its transaction: the lock
-        // timeout the source's, the server's statement timeout lifted for the window's one
-        // streamed statement (Rowfire bounds each page of it instead).
+        // timeout the source's, the server's statement timeout the read's cap for the window's
+        // one streamed statement (an hour; Rowfire bounds each page by the 2 s instead).
         assert_eq!(rows[0].get("lock_timeout"), Some(&Value::Text("2s".into())));
         assert_eq!(
             rows[0].get("statement_timeout"),
-            Some(&Value::Text("0".into()))
+            Some(&Value::Text("1h".into()))
         );
     }
     // Outside any read, the pooled connections keep the source's own statement timeout.

@@ -174,11 +174,20 @@ impl PgSession {
         self.conn.as_deref_mut()
     }
 
-    /// Sets the limits for a window's one streamed statement: no server-side statement timeout
-    /// (the caller bounds each chunk instead), the lock and idle timeouts as every read has
-    /// them, and on PostgreSQL 14 and later a check every second that Rowfire is still
-    /// connected. That check is set inside a savepoint, so a server whose platform cannot
-    /// check is left as it is and the read goes on.
+    /// The server-side cap on a window's one streamed statement as a whole: an hour, or a
+    /// hundred times the statement timeout if that is longer. Rowfire bounds each page by the
+    /// statement timeout itself; this cap is what still ends the statement on the server if
+    /// Rowfire cannot (a process frozen or cut off mid-read).
+    pub(super) fn read_cap(&self) -> Duration {
+        Duration::from_secs(3600).max(self.timeout.saturating_mul(100))
+    }
+
+    /// Sets the limits for a window's one streamed statement: the server's statement timeout
+    /// raised to [`PgSession::read_cap`] (the caller bounds each chunk by the statement timeout
+    /// instead), the lock and idle timeouts as every read has them, and on PostgreSQL 14 and
+    /// later a check every second that Rowfire is still connected. That check is set inside a
+    /// savepoint, so a server whose platform cannot check is left as it is (logged) and the
+    /// read goes on.
     pub(super) async fn lift_statement_limit(&mut self) -> Result<(), PgFail> {
         let checks = self
             .conn
@@ -197,14 +206,19 @@ impl PgSession {
             let back = match set {
                 Ok(_) => "RELEASE SAVEPOINT rowfire_check",
                 Err(PgFail::Deadline) => return Err(PgFail::Deadline),
-                Err(PgFail::Sql(_)) => "ROLLBACK TO SAVEPOINT rowfire_check",
+                Err(PgFail::Sql(e)) => {
+                    tracing::warn!(error = %e, "this PostgreSQL server cannot check that Rowfire is still connected while a window is read; the read goes on without the check");
+                    "ROLLBACK TO SAVEPOINT rowfire_check; RELEASE SAVEPOINT rowfire_check"
+                }
             };
             guarded!(self, |conn| sqlx::raw_sql(back).execute(conn))?;
         }
         let (_, idle) = self.limits();
         let lock = self.timeout.as_millis().max(1).to_string();
+        let cap = self.read_cap().as_millis().to_string();
         self.limited = false;
         guarded!(self, |conn| sqlx::query(LIFTED)
+            .bind(cap)
             .bind(lock)
             .bind(idle)
             .execute(conn))
@@ -275,11 +289,12 @@ const LIMITS: &str = "SELECT pg_catalog.set_config('statement_timeout', $1, true
      pg_catalog.set_config('lock_timeout', $1, true), \
      pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)";
 
-/// The limits of a window's one streamed statement: the statement timeout lifted (each chunk is
-/// bounded by Rowfire instead), the lock and idle timeouts as [`LIMITS`] sets them.
-const LIFTED: &str = "SELECT pg_catalog.set_config('statement_timeout', '0', true), \
-     pg_catalog.set_config('lock_timeout', $1, true), \
-     pg_catalog.set_config('idle_in_transaction_session_timeout', $2, true)";
+/// The limits of a window's one streamed statement: the statement timeout raised to the read's
+/// cap (each chunk is bounded by Rowfire instead), the lock and idle timeouts as [`LIMITS`] sets
+/// them.
+const LIFTED: &str = "SELECT pg_catalog.set_config('statement_timeout', $1, true), \
+     pg_catalog.set_config('lock_timeout', $2, true), \
+     pg_catalog.set_config('idle_in_transaction_session_timeout', $3, true)";
 
 /// [`LIMITS`] and the backend's pid, as the transaction's first statement (which takes its
 /// snapshot).

@@ -6,10 +6,12 @@
 //! at every page while the server waited on the reader in between (BENCHMARKS.md, read_window).
 //!
 //! Limits, all set by Rowfire before the statement:
-//! - The server's `statement_timeout` is lifted for this one statement: the server measures
-//!   it over the whole statement, including the time it waits to hand rows to a reader that is
-//!   claiming between pages, so it would end a long read however fast each page came. Lock and
-//!   idle timeouts stay as every read has them.
+//! - The server's `statement_timeout` is raised for this one statement to the read's cap (an
+//!   hour, or a hundred times the statement timeout): the server measures it over the whole
+//!   statement, including the time it waits to hand rows to a reader that is claiming between
+//!   pages, so the statement timeout would end a long read however fast each page came. The cap
+//!   is the server's own backstop should Rowfire freeze or be cut off mid-read. Lock and idle
+//!   timeouts stay as every read has them.
 //! - Instead each chunk must arrive within the source's statement timeout, measured while the
 //!   task waits on the server (not while it waits on the reader); past it, Rowfire ends the
 //!   backend from another connection and the read fails with the timeout. So the first chunk
@@ -58,8 +60,8 @@ pub(in crate::source) fn start(
 
 /// How the statement's pass ended.
 enum End {
-    /// Every row was handed on.
-    Exhausted,
+    /// Every row was read; the last chunk is still to be handed on.
+    Exhausted(Fetched),
     /// The reader stopped asking before the end.
     Stopped,
     /// The reader did not take a chunk within the idle bound.
@@ -83,6 +85,7 @@ async fn stream(
 ) {
     let timeout = session.timeout();
     let idle = session.idle();
+    let cap = session.read_cap();
     let end = match session.lift_statement_limit().await {
         Err(e) => End::Failed {
             error: fetch_error(e),
@@ -100,6 +103,13 @@ async fn stream(
                     let next = chunk(&mut pass, &mut decoder, shape, rows, max_bytes);
                     let fetched = match tokio::time::timeout(timeout, next).await {
                         Ok(Ok(fetched)) => fetched,
+                        // The server ended the statement at the read's cap.
+                        Ok(Err(FetchError::Sql(e))) if cancelled(&e) => {
+                            break End::Failed {
+                                error: FetchError::ReadCap { cap },
+                                end_backend: false,
+                            };
+                        }
                         Ok(Err(error)) => {
                             break End::Failed {
                                 error,
@@ -113,21 +123,24 @@ async fn stream(
                             };
                         }
                     };
-                    let last = fetched.rows.len() < rows;
+                    // The last chunk is handed on only after the snapshot is let go.
+                    if fetched.rows.len() < rows {
+                        break End::Exhausted(fetched);
+                    }
                     match tokio::time::timeout(idle, give.send(Ok(fetched))).await {
                         Ok(Ok(())) => {}
                         Ok(Err(_)) => break End::Stopped,
                         Err(_) => break End::Idle,
-                    }
-                    if last {
-                        break End::Exhausted;
                     }
                 }
             }
         },
     };
     match end {
-        End::Exhausted => session.close().await,
+        End::Exhausted(last) => {
+            session.close().await;
+            let _ = give.send(Ok(last)).await;
+        }
         // Dropped, not closed: the rest of the rows are not drained, the connection is closed.
         End::Stopped => drop(session),
         // The connection is closed at once (the server stops at its next send); the reader
@@ -186,6 +199,12 @@ async fn chunk(
         },
         None => Fetched::empty(),
     })
+}
+
+/// Whether the server cancelled the statement (SQLSTATE 57014: its statement timeout, here the
+/// read's cap, or an operator's cancel).
+fn cancelled(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
 }
 
 fn fetch_error(e: PgFail) -> FetchError {
