@@ -258,7 +258,7 @@ impl Session {
         rendered: &Rendered,
         shape: Shape<'_>,
     ) -> Result<(), FetchError> {
-        let rows = source.page_size.max(1);
+        let rows = super::window::chunk_rows(source.page_size.max(1));
         match std::mem::replace(self, Session::Moved) {
             Session::Postgres(session) => {
                 *self = Session::PostgresStream(postgres::start_pass(

@@ -66,6 +66,13 @@ impl Fetched {
     }
 }
 
+/// How many rows a window's pass hands the reader at a time, for pages of `page_size`: an
+/// eighth of a page (at least one, at most 4,096), so a page's cut falls near the end of what
+/// is held and only the few rows after it are moved to the next page.
+pub(super) fn chunk_rows(page_size: usize) -> usize {
+    (page_size / 8).clamp(1, 4096)
+}
+
 /// Finds the clock column and the key columns of a page by name: their indices.
 pub(super) fn positions(columns: &[String], shape: Shape<'_>) -> (usize, Vec<usize>) {
     let at = |name: &str| columns.iter().position(|c| c == name).unwrap_or(0);
@@ -152,12 +159,13 @@ impl<'a> WindowReader<'a> {
         self.next_of_one_pass().await
     }
 
-    /// The next page of the one ordered pass: rows are fetched a page at a time until a row
+    /// The next page of the one ordered pass: rows are fetched a chunk at a time until a row
     /// past the page size starts a new run of equal rows (or the window ends); the page ends
     /// before it, and the rows after it wait for the next page.
     async fn next_of_one_pass(&mut self) -> Result<Option<Vec<Row>>, SourceError> {
         let source = self.source;
         let size = source.page_size.max(1);
+        let chunk = chunk_rows(size);
         if !self.started {
             let sorted = self
                 .session
@@ -184,9 +192,9 @@ impl<'a> WindowReader<'a> {
             }
             let held = self.held_bytes;
             let room = source.page_bytes.saturating_sub(held);
-            let fetched = self.session.next_rows(size, room).await;
+            let fetched = self.session.next_rows(chunk, room).await;
             let fetched = fetched.map_err(|e| self.failed(e))?;
-            if fetched.rows.len() < size {
+            if fetched.rows.len() < chunk {
                 self.exhausted = true;
             }
             // Only rows kept count against the page's memory: a run of NULL keys is dropped as
