@@ -331,6 +331,35 @@ impl From<sqlx::Error> for FetchError {
     }
 }
 
+/// Reads up to `rows` rows of a streamed pass (a PostgreSQL or MySQL statement), decoding each as
+/// it arrives with `decode` (the row and what its values take), and refuses the chunk once its
+/// values pass `max_bytes`, before more are read.
+pub(super) async fn read_chunk<R>(
+    pass: &mut futures_util::stream::BoxStream<'_, Result<R, sqlx::Error>>,
+    rows: usize,
+    max_bytes: usize,
+    mut decode: impl FnMut(&R) -> Result<(Row, usize), FetchError>,
+) -> Result<(Vec<Row>, Vec<usize>), FetchError> {
+    use futures_util::TryStreamExt as _;
+    // Sized up front, but never more than 4,096 rows ahead of what arrives.
+    let mut out = Vec::with_capacity(rows.min(4096));
+    let mut sizes = Vec::with_capacity(rows.min(4096));
+    let mut bytes = 0usize;
+    while out.len() < rows {
+        let Some(row) = pass.try_next().await? else {
+            break;
+        };
+        let (row, size) = decode(&row)?;
+        bytes = bytes.saturating_add(size);
+        if bytes > max_bytes {
+            return Err(FetchError::TooLarge { limit: max_bytes });
+        }
+        out.push(row);
+        sizes.push(size);
+    }
+    Ok((out, sizes))
+}
+
 /// A window's pass read one chunk ahead by a task that owns its session, over a channel of
 /// one: the server produces the next chunk while the caller claims this one, and memory stays
 /// bounded by the page size. The PostgreSQL and MySQL streams both read this way.

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use jiff::SignedDuration;
 use rowfire::row::Value;
-use rowfire::source::{Source, SourceError};
+use rowfire::source::Source;
 use rowfire::sql_guard::Shape;
 use sqlx::{AssertSqlSafe, PgConnection};
 
-use crate::sources::{def, window};
+use crate::sources::{def, read_all_pausing, window};
 use crate::support::{TestPg, now};
 
 /// Creates `wide (k, at, pad)` holding `rows` rows one second apart inside [`window`], each
@@ -29,32 +29,6 @@ async fn wide_table(pg: &TestPg, rows: u32) {
     .execute(&mut admin)
     .await
     .unwrap();
-}
-
-/// Reads every page of `sql` (clock `at`, key `k`), pausing `pause` after the first: the rows
-/// and the pages.
-async fn read_all_pausing(
-    source: &Source,
-    sql: &str,
-    pause: Duration,
-) -> Result<(usize, u32), SourceError> {
-    let query = source.check("wide", sql)?;
-    let key = vec!["k".to_string()];
-    let shape = Shape {
-        clock: "at",
-        key: &key,
-    };
-    let mut reader = source.read_window(&query, shape, window()).await?;
-    let mut rows = 0;
-    while let Some(page) = reader.next_page().await? {
-        if rows == 0 {
-            tokio::time::sleep(pause).await;
-        }
-        rows += page.len();
-    }
-    let pages = reader.pages();
-    reader.finish().await;
-    Ok((rows, pages))
 }
 
 #[tokio::test]

@@ -24,6 +24,32 @@ pub(crate) fn window() -> Window {
     }
 }
 
+/// Reads every page of `sql` (clock `at`, key `k`, the `wide` tables of the pass tests), pausing
+/// `pause` after the first: the rows and the pages.
+pub(crate) async fn read_all_pausing(
+    source: &Source,
+    sql: &str,
+    pause: Duration,
+) -> Result<(usize, u32), SourceError> {
+    let query = source.check("wide", sql)?;
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "at",
+        key: &key,
+    };
+    let mut reader = source.read_window(&query, shape, window()).await?;
+    let mut rows = 0;
+    while let Some(page) = reader.next_page().await? {
+        if rows == 0 {
+            tokio::time::sleep(pause).await;
+        }
+        rows += page.len();
+    }
+    let pages = reader.pages();
+    reader.finish().await;
+    Ok((rows, pages))
+}
+
 pub(crate) async fn writes_are_refused(source: &Source) {
     for sql in [
         "CREATE TABLE sneaky (a int)",

@@ -10,7 +10,9 @@ use rowfire::source::{Source, SourceError};
 use rowfire::sql_guard::Shape;
 use sqlx::AssertSqlSafe;
 
-use crate::sources::{def, first_page, text_survives_exactly, window, writes_are_refused};
+use crate::sources::{
+    def, first_page, read_all_pausing, text_survives_exactly, window, writes_are_refused,
+};
 use crate::support::{TestMy, now, sample_source};
 
 #[tokio::test]
@@ -356,31 +358,6 @@ async fn wide_table(my: &TestMy, rows: u32) {
     .execute(&mut admin)
     .await
     .unwrap();
-}
-
-/// Reads every page of `sql` (clock `at`, key `k`), pausing `pause` after the first; the rows.
-async fn read_all_pausing(
-    source: &Source,
-    sql: &str,
-    pause: Duration,
-) -> Result<(usize, u32), SourceError> {
-    let query = source.check("wide", sql)?;
-    let key = vec!["k".to_string()];
-    let shape = Shape {
-        clock: "at",
-        key: &key,
-    };
-    let mut reader = source.read_window(&query, shape, window()).await?;
-    let mut rows = 0;
-    while let Some(page) = reader.next_page().await? {
-        if rows == 0 {
-            tokio::time::sleep(pause).await;
-        }
-        rows += page.len();
-    }
-    let pages = reader.pages();
-    reader.finish().await;
-    Ok((rows, pages))
 }
 
 #[tokio::test]

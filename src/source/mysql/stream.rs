@@ -15,12 +15,11 @@
 //!   `net_write_timeout` (300 s, or twice the statement timeout if longer: the idle time a
 //!   PostgreSQL read has inside its transaction), then drops the connection.
 
-use futures_util::TryStreamExt as _;
 use futures_util::stream::BoxStream;
 use sqlx::mysql::MySqlRow;
 
 use super::{Decoder, MyFail, MySession, bound};
-use crate::source::window::{Chunks, ReadAhead, row_bytes};
+use crate::source::window::{Chunks, ReadAhead, read_chunk, row_bytes};
 use crate::source::{FetchError, Fetched};
 use crate::sql_guard::{Rendered, Shape};
 
@@ -125,26 +124,16 @@ async fn chunk(
     rows: usize,
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    let mut out = Vec::with_capacity(rows.min(4096));
-    let mut sizes = Vec::with_capacity(rows.min(4096));
-    let mut bytes = 0usize;
-    while out.len() < rows {
-        let Some(row) = pass.try_next().await? else {
-            break;
-        };
+    let (out, sizes) = read_chunk(pass, rows, max_bytes, |row| {
         let d = match decoder {
             Some(d) => d,
-            None => decoder.insert(Decoder::new(&row, shape)?),
+            None => decoder.insert(Decoder::new(row, shape)?),
         };
-        let row = d.row(&row)?;
+        let row = d.row(row)?;
         let size = row_bytes(&row);
-        bytes = bytes.saturating_add(size);
-        if bytes > max_bytes {
-            return Err(FetchError::TooLarge { limit: max_bytes });
-        }
-        out.push(row);
-        sizes.push(size);
-    }
+        Ok((row, size))
+    })
+    .await?;
     Ok(match decoder {
         Some(d) => d.fetched(out, sizes),
         None => Fetched::empty(),

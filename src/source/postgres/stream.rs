@@ -26,13 +26,12 @@
 
 use std::time::Duration;
 
-use futures_util::TryStreamExt as _;
 use futures_util::stream::BoxStream;
 use sqlx::postgres::PgRow;
 
 use super::session::{PgFail, PgSession};
 use super::{Decoder, bound};
-use crate::source::window::{Chunks, ReadAhead};
+use crate::source::window::{Chunks, ReadAhead, read_chunk};
 use crate::source::{FetchError, Fetched};
 use crate::sql_guard::{Rendered, Shape};
 
@@ -171,26 +170,14 @@ async fn chunk(
     rows: usize,
     max_bytes: usize,
 ) -> Result<Fetched, FetchError> {
-    // Sized up front, but never more than 4,096 rows ahead of what arrives.
-    let mut out = Vec::with_capacity(rows.min(4096));
-    let mut sizes = Vec::with_capacity(rows.min(4096));
-    let mut bytes = 0usize;
-    while out.len() < rows {
-        let Some(row) = pass.try_next().await? else {
-            break;
-        };
+    let (out, sizes) = read_chunk(pass, rows, max_bytes, |row| {
         let d = match decoder {
             Some(d) => d,
-            None => decoder.insert(Decoder::new(&row, shape)?),
+            None => decoder.insert(Decoder::new(row, shape)?),
         };
-        let (row, size) = d.row(&row)?;
-        bytes = bytes.saturating_add(size);
-        if bytes > max_bytes {
-            return Err(FetchError::TooLarge { limit: max_bytes });
-        }
-        out.push(row);
-        sizes.push(size);
-    }
+        d.row(row)
+    })
+    .await?;
     Ok(match decoder {
         Some(d) => Fetched {
             rows: out,
