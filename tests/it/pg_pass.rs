@@ -36,10 +36,7 @@ async fn a_postgres_window_of_many_pages_is_read_by_one_statement() {
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    wide_table(&pg, 1_000).await;
-    let mut paged = def(Duration::from_secs(10));
-    paged.page_size = 64;
-    let source = Source::connect(&paged, &pg.url).await.unwrap();
+    let source = wide_source(&pg, 1_000, Duration::from_secs(10), 64).await;
     let before = source.statements();
     let (rows, pages) = read_all_pausing(&source, "SELECT k, at FROM wide", Duration::ZERO)
         .await
@@ -51,6 +48,15 @@ async fn a_postgres_window_of_many_pages_is_read_by_one_statement() {
         1,
         "sixteen pages, one statement: {sent:?}"
     );
+}
+
+/// [`wide_table`] with `rows` rows, and a source on it reading pages of `page_size` under
+/// `timeout`.
+async fn wide_source(pg: &TestPg, rows: u32, timeout: Duration, page_size: usize) -> Source {
+    wide_table(pg, rows).await;
+    let mut paged = def(timeout);
+    paged.page_size = page_size;
+    Source::connect(&paged, &pg.url).await.unwrap()
 }
 
 /// The backend running the statement against `wide` (not a parallel worker) and when that
@@ -71,10 +77,7 @@ async fn the_server_runs_one_statement_from_a_postgres_windows_first_page_to_its
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    wide_table(&pg, 100_000).await;
-    let mut paged = def(Duration::from_secs(10));
-    paged.page_size = 1_000;
-    let source = Source::connect(&paged, &pg.url).await.unwrap();
+    let source = wide_source(&pg, 100_000, Duration::from_secs(10), 1_000).await;
     let query = source.check("wide", "SELECT k, at, pad FROM wide").unwrap();
     let key = vec!["k".to_string()];
     let shape = Shape {
@@ -101,10 +104,7 @@ async fn a_postgres_window_read_outlasts_the_statement_timeout_while_the_reader_
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    wide_table(&pg, 100_000).await;
-    let mut paged = def(Duration::from_secs(1));
-    paged.page_size = 1_000;
-    let source = Source::connect(&paged, &pg.url).await.unwrap();
+    let source = wide_source(&pg, 100_000, Duration::from_secs(1), 1_000).await;
     // The server is still sending when the reader pauses past the statement timeout: each page
     // arrives in time, so the read goes on.
     let (rows, pages) = read_all_pausing(
@@ -136,10 +136,7 @@ async fn a_postgres_reader_dropped_halfway_leaves_no_query_running_and_both_pool
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    wide_table(&pg, 100_000).await;
-    let mut paged = def(Duration::from_secs(10));
-    paged.page_size = 1_000;
-    let source = Source::connect(&paged, &pg.url).await.unwrap();
+    let source = wide_source(&pg, 100_000, Duration::from_secs(10), 1_000).await;
     let sql = "SELECT k, at, pad FROM wide";
     let query = source.check("wide", sql).unwrap();
     let key = vec!["k".to_string()];
