@@ -231,6 +231,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
     let commits0 = commits(url).await;
+    let wal0 = wal(url).await;
     let (own0, busy0) = support::cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
@@ -260,6 +261,13 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         shown.join(", ")
     );
     let committed = commits(url).await - commits0;
+    let wal1 = wal(url).await;
+    println!(
+        "    WAL written: {:.1} MiB ({:.0} bytes per delivery); checkpoints begun meanwhile: {}",
+        (wal1.0 - wal0.0) as f64 / 1_048_576.0,
+        (wal1.0 - wal0.0) as f64 / total.sent.max(1) as f64,
+        wal1.1 - wal0.1
+    );
     println!(
         "    transactions committed: {committed} ({:.1} deliveries per commit)",
         total.sent as f64 / committed.max(1) as f64
@@ -284,6 +292,20 @@ async fn commits(url: &str) -> i64 {
     .unwrap();
     c.close().await.unwrap();
     n
+}
+
+/// The server's WAL position in bytes and how many checkpoints it has begun (timed or
+/// requested), to see what a phase wrote and whether a checkpoint's full-page writes fell in it.
+async fn wal(url: &str) -> (i64, i64) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let row = sqlx::query(
+        "SELECT (pg_current_wal_lsn() - '0/0')::bigint, checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    (row.get(0), row.get(1))
 }
 
 /// One worker's pass taken apart with the library's own pieces (the claim, `sender::outbound`
@@ -475,8 +497,12 @@ async fn main() {
     );
     let mut failed = false;
 
+    // `ROWFIRE_BENCH_DRAINS=4,16` runs only those drains (for profiling one of them) and stops.
+    let only: Option<Vec<usize>> = std::env::var("ROWFIRE_BENCH_DRAINS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|w| w.trim().parse().ok()).collect());
     let mut rates = Vec::new();
-    for workers in [1usize, 4, 16] {
+    for workers in only.clone().unwrap_or_else(|| vec![1, 4, 16]) {
         let (url, _) = control_plane(
             &admin,
             &receiver,
@@ -499,6 +525,9 @@ async fn main() {
         );
         failed |= !check(&url, &receiver, DRAINED).await;
         rates.push((workers, rate));
+    }
+    if only.is_some() {
+        return;
     }
     let sixteen = rates.last().unwrap().1;
     let verdict = |met: bool| if met { "met" } else { "MISSED" };

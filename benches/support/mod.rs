@@ -22,15 +22,22 @@ pub fn admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
-/// The URL of database `db` on the admin URL's server.
+/// The URL of database `db` on the admin URL's server, with the admin URL's query (such as
+/// `sslmode`) kept, so every connection a benchmark makes uses the same transport.
 pub fn url_for(admin: &str, db: &str) -> String {
     let o = PgConnectOptions::from_str(admin).unwrap();
     format!(
-        "postgres://{}@{}:{}/{db}",
+        "postgres://{}@{}:{}/{db}{}",
         o.get_username(),
         o.get_host(),
-        o.get_port()
+        o.get_port(),
+        query_of(admin)
     )
+}
+
+/// The query of `url` with its `?`, or nothing.
+fn query_of(url: &str) -> &str {
+    url.find('?').map_or("", |at| &url[at..])
 }
 
 /// Drops and recreates database `db`; returns its URL.
@@ -52,7 +59,12 @@ pub async fn fresh_database(admin: &str, db: &str) -> String {
 /// The URL of database `db` on the admin URL's server, connecting as `role`.
 pub fn url_as(admin: &str, db: &str, role: &str) -> String {
     let o = PgConnectOptions::from_str(admin).unwrap();
-    format!("postgres://{role}@{}:{}/{db}", o.get_host(), o.get_port())
+    format!(
+        "postgres://{role}@{}:{}/{db}{}",
+        o.get_host(),
+        o.get_port(),
+        query_of(admin)
+    )
 }
 
 /// Drops and recreates database `db` owned by `role`, a login role that is neither a superuser

@@ -43,7 +43,7 @@ impl Sender {
                 None,
             );
         }
-        let snapshot = match self.snapshot(&claimed.workspace).await {
+        let snapshot = match Box::pin(self.snapshot(&claimed.workspace)).await {
             Ok(s) => s,
             Err(e) => return (wait(format!("definitions could not be read: {e}")), None),
         };
@@ -120,14 +120,14 @@ impl Sender {
         };
         if let Some(rate) = integration.rate_limit.filter(|r| *r > 0.0) {
             let interval = SignedDuration::from_secs_f64(1.0 / rate);
-            let reserved = integrations::reserve(
+            let reserved = Box::pin(integrations::reserve(
                 &self.store,
                 &claimed.workspace,
                 &claimed.integration,
                 interval,
                 now,
                 PACING_HORIZON,
-            )
+            ))
             .await;
             match reserved {
                 Err(e) => return (wait(format!("the rate limit could not be read: {e}")), None),
@@ -138,7 +138,9 @@ impl Sender {
                     );
                     return (Settlement::Release { at, reason }, None);
                 }
-                Ok(integrations::Slot::Granted(slot)) => self.clock.sleep_until(slot).await,
+                Ok(integrations::Slot::Granted(slot)) => {
+                    Box::pin(self.clock.sleep_until(slot)).await
+                }
             }
         }
         let started_at = self.clock.now();
@@ -163,12 +165,12 @@ impl Sender {
                     crate::send::outcome::integration_pause(&result, ended),
                 );
                 if matches!(result, AttemptResult::Response { status: 429, .. })
-                    && let Err(e) = integrations::pause(
+                    && let Err(e) = Box::pin(integrations::pause(
                         &self.store,
                         &claimed.workspace,
                         &claimed.integration,
                         pause_until,
-                    )
+                    ))
                     .await
                 {
                     tracing::warn!(error = %e, "could not slow the integration after a 429");
@@ -184,13 +186,13 @@ impl Sender {
                 reason,
             },
             Verdict::DisableIntegration { reason } => {
-                if let Err(e) = integrations::disable(
+                if let Err(e) = Box::pin(integrations::disable(
                     &self.store,
                     &claimed.workspace,
                     &claimed.integration,
                     &reason,
                     ended,
-                )
+                ))
                 .await
                 {
                     tracing::error!(error = %e, "could not disable the integration after a 410");
