@@ -273,13 +273,9 @@ fn views(text: &str) -> Vec<(View, bool)> {
     ]
 }
 
-fn hide(text: &str, secrets: &[String], tail: bool) -> String {
-    let needles: Vec<Needle> = secrets
-        .iter()
-        .filter(|s| s.len() >= MIN_SECRET)
-        .flat_map(|s| needles(s))
-        .collect();
-    if needles.is_empty() {
+fn hide(text: &str, secrets: &Secrets, tail: bool) -> String {
+    let needles = &secrets.needles;
+    if needles.is_empty() || text.is_empty() {
         return text.to_string();
     }
     let mut hidden = vec![false; text.len()];
@@ -321,24 +317,62 @@ fn hide(text: &str, secrets: &[String], tail: bool) -> String {
     out
 }
 
+/// Every form of a set of secrets to look for, worked out once (a sender keeps one per
+/// integration with its credentials) and searched for in every answer.
+#[derive(Default)]
+pub struct Secrets {
+    needles: Vec<Needle>,
+}
+
+impl Secrets {
+    /// The forms of every secret of [`MIN_SECRET`] bytes or more.
+    pub fn new<S: AsRef<str>>(secrets: impl IntoIterator<Item = S>) -> Secrets {
+        Secrets {
+            needles: secrets
+                .into_iter()
+                .filter(|s| s.as_ref().len() >= MIN_SECRET)
+                .flat_map(|s| needles(s.as_ref()))
+                .collect(),
+        }
+    }
+
+    /// `text` with every form of every secret replaced by [`MASK`].
+    pub fn redact(&self, text: &str) -> String {
+        hide(text, self, false)
+    }
+
+    /// `text` redacted, then cut to at most `limit` bytes (on a character boundary); if it was
+    /// cut, a secret's beginning that ends the cut text is hidden too.
+    pub fn redact_and_cut(&self, text: &str, limit: usize) -> String {
+        let redacted = self.redact(text);
+        if redacted.len() <= limit {
+            return redacted;
+        }
+        let mut end = limit;
+        while !redacted.is_char_boundary(end) {
+            end -= 1;
+        }
+        hide(&redacted[..end], self, true)
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the forms themselves: they are the secrets.
+        write!(f, "Secrets({} forms)", self.needles.len())
+    }
+}
+
 /// `text` with every form of every secret (of [`MIN_SECRET`] bytes or more) replaced by
 /// [`MASK`].
 pub fn redact(text: &str, secrets: &[String]) -> String {
-    hide(text, secrets, false)
+    Secrets::new(secrets).redact(text)
 }
 
 /// `text` redacted as [`redact`] does, then cut to at most `limit` bytes (on a character
 /// boundary); if it was cut, a secret's beginning that ends the cut text is hidden too.
 pub fn redact_and_cut(text: &str, limit: usize, secrets: &[String]) -> String {
-    let redacted = redact(text, secrets);
-    if redacted.len() <= limit {
-        return redacted;
-    }
-    let mut end = limit;
-    while !redacted.is_char_boundary(end) {
-        end -= 1;
-    }
-    hide(&redacted[..end], secrets, true)
+    Secrets::new(secrets).redact_and_cut(text, limit)
 }
 
 #[cfg(test)]

@@ -215,7 +215,10 @@ pub async fn try_action(
     )
     .map_err(TryError::Build)?;
     let (result, took) = client.send(&out).await;
-    let result = redact_result(result, &secret_strings(integration, &credentials));
+    let result = redact_result(
+        result,
+        &super::redact::Secrets::new(secret_strings(integration, &credentials)),
+    );
     let verdict = super::outcome::judge(&result, 1, now, action.ok_field, 0.5);
     Ok(Tried {
         request,
@@ -229,7 +232,7 @@ pub async fn try_action(
 /// hidden too.
 pub fn redact_result(
     result: super::outcome::AttemptResult,
-    secrets: &[String],
+    secrets: &super::redact::Secrets,
 ) -> super::outcome::AttemptResult {
     use super::outcome::AttemptResult;
     match result {
@@ -240,10 +243,10 @@ pub fn redact_result(
         } => AttemptResult::Response {
             status,
             retry_after,
-            body: super::redact::redact_and_cut(&body, super::client::RESPONSE_READ, secrets),
+            body: secrets.redact_and_cut(&body, super::client::RESPONSE_READ),
         },
-        AttemptResult::Network(e) => AttemptResult::Network(redact(&e, secrets)),
-        AttemptResult::Invalid(e) => AttemptResult::Invalid(redact(&e, secrets)),
+        AttemptResult::Network(e) => AttemptResult::Network(secrets.redact(&e)),
+        AttemptResult::Invalid(e) => AttemptResult::Invalid(secrets.redact(&e)),
         other => other,
     }
 }

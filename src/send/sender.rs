@@ -15,6 +15,7 @@ use super::queue::{self, Claimed, Settled, Settlement};
 use crate::clock::Clock;
 use crate::definitions::{Definitions, versions};
 use crate::secret::MasterKey;
+use crate::send::request::secret_strings;
 use crate::store::WorkspaceId;
 use crate::store::{Store, StoreError, later};
 
@@ -61,6 +62,8 @@ struct Snapshot {
     read_at: Instant,
     defs: Option<Definitions>,
     credentials: HashMap<String, Result<BTreeMap<String, String>, String>>,
+    /// Per integration, every form of its secrets to redact from answers, worked out once.
+    secrets: HashMap<String, crate::send::redact::Secrets>,
 }
 
 /// A sender: one worker's claim, send and settle loop.
@@ -306,8 +309,16 @@ impl Sender {
             .map_err(|e| e.to_string())?
             .map(|(_, d)| d);
         let mut credentials = HashMap::new();
+        let mut secrets = HashMap::new();
         for integration in defs.iter().flat_map(|d| &d.integrations) {
             if integration.spec.credentials().is_empty() {
+                secrets.insert(
+                    integration.name.clone(),
+                    crate::send::redact::Secrets::new(secret_strings(
+                        &integration.spec,
+                        &BTreeMap::new(),
+                    )),
+                );
                 continue;
             }
             let opened = match &self.master_key {
@@ -321,12 +332,21 @@ impl Sender {
                 .await
                 .map_err(|e| e.to_string()),
             };
+            let opened_secrets = match &opened {
+                Ok(c) => secret_strings(&integration.spec, c),
+                Err(_) => secret_strings(&integration.spec, &BTreeMap::new()),
+            };
+            secrets.insert(
+                integration.name.clone(),
+                crate::send::redact::Secrets::new(opened_secrets),
+            );
             credentials.insert(integration.name.clone(), opened);
         }
         let snapshot = Arc::new(Snapshot {
             read_at: Instant::now(),
             defs,
             credentials,
+            secrets,
         });
         cache.insert(workspace.clone(), snapshot.clone());
         Ok(snapshot)

@@ -148,7 +148,13 @@ impl Sender {
         let ended = self.clock.now();
         // A destination that echoes the request must not put a credential into the record, its
         // reason or any output: redact the whole answer before anything reads it.
-        let result = redact_result(result, &secret_strings(integration, credentials));
+        let result = match snapshot.secrets.get(&claimed.integration) {
+            Some(secrets) => redact_result(result, secrets),
+            None => redact_result(
+                result,
+                &crate::send::redact::Secrets::new(secret_strings(integration, credentials)),
+            ),
+        };
         let verdict = judge(
             &result,
             claimed.attempts.max(1) as u32,
