@@ -35,6 +35,36 @@ pub fn url_for(admin: &str, db: &str) -> String {
     )
 }
 
+/// `url` with `sslmode=disable` added when it names no `sslmode`: a benchmark that compares
+/// Rowfire with a peer on this machine's server gives both the same transport, and the peers'
+/// drivers (node-postgres) use TLS only when asked, where Rowfire's (sqlx) prefers it.
+pub fn plaintext_unless_named(url: &str) -> String {
+    if query_of(url).contains("sslmode=") {
+        return url.to_string();
+    }
+    let joint = if query_of(url).is_empty() { '?' } else { '&' };
+    format!("{url}{joint}sslmode=disable")
+}
+
+/// Whether a connection to `url` from Rowfire's driver is encrypted (TLS).
+pub async fn uses_tls(url: &str) -> bool {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let tls: Option<bool> =
+        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_optional(&mut c)
+            .await
+            .unwrap();
+    tls.unwrap_or(false)
+}
+
+/// `url` for node-postgres with the transport Rowfire's driver got: TLS without checking the
+/// server's certificate (as sqlx's default `prefer` does), or plaintext.
+pub fn node_url(url: &str, tls: bool) -> String {
+    let base = url.split('?').next().unwrap_or(url);
+    let mode = if tls { "no-verify" } else { "disable" };
+    format!("{base}?sslmode={mode}")
+}
+
 /// The query of `url` with its `?`, or nothing.
 fn query_of(url: &str) -> &str {
     url.find('?').map_or("", |at| &url[at..])

@@ -520,16 +520,19 @@ pub async fn prune(
         .map(|s| format!("'{s}'"))
         .collect();
     let finished = format!("status IN ({})", finished.join(", "));
+    let pruned = format!(
+        "SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished}"
+    );
     let mut tx = store.begin(workspace).await?;
     execute!(
         &mut tx,
-        &format!(
-            "DELETE FROM inbox_message WHERE workspace_id = $1 AND delivery_id IN
-             (SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished})"
-        ),
+        &format!("DELETE FROM inbox_message WHERE workspace_id = $1 AND delivery_id IN ({pruned})"),
         [workspace, DbTime(before)]
     )
     .map_err(|e| store.error(e))?;
+    crate::send::queue::forget_attempts(&mut tx, workspace, &pruned, before)
+        .await
+        .map_err(|e| store.error(e))?;
     let deleted = execute!(
         &mut tx,
         &format!("DELETE FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished}"),

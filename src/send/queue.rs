@@ -10,7 +10,7 @@ use crate::outbox::DeliveryStatus;
 use crate::store::WorkspaceId;
 use crate::store::batch::{Rows, fetch_with_rows};
 use crate::store::{
-    Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, fetch_all, stored_enum,
+    Arg, DbTime, Engine, Store, StoreError, StoreTx, Unscoped, execute, fetch_all, stored_enum,
 };
 
 /// Deliveries claimed per statement by default.
@@ -481,8 +481,10 @@ async fn settle_group(
         tx,
         &attempts,
         &[Arg::Text(workspace.to_string())],
+        // Only for a delivery of this workspace (the table has no foreign key: migration 14).
         "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-         SELECT $1, u.a_delivery, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response FROM u WHERE true
+         SELECT $1, u.a_delivery, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response
+         FROM u JOIN delivery d ON d.id = u.a_delivery AND d.workspace_id = $1 WHERE true
          ON CONFLICT (workspace_id, delivery_id, attempt) DO NOTHING",
         |_| Ok(()),
     )
@@ -499,11 +501,11 @@ async fn settle_group(
     let took: HashSet<i64> = fetch_with_rows(
         tx,
         &updates,
-        &[],
+        &[Arg::Text(workspace.to_string())],
         "UPDATE delivery SET status = u.s_status, reason = u.s_reason, sent_at = u.s_sent_at,
                 due_at = COALESCE(u.s_due_at, delivery.due_at), lease_expires_at = NULL,
                 attempts = delivery.attempts - u.s_uncount, fencing_token = delivery.fencing_token + 1
-         FROM u WHERE delivery.id = u.s_id AND delivery.fencing_token = u.s_token
+         FROM u WHERE delivery.id = u.s_id AND delivery.fencing_token = u.s_token AND delivery.workspace_id = $1
          RETURNING id",
         |r| r.try_get("id"),
     )
@@ -518,6 +520,24 @@ async fn settle_group(
         );
     }
     Ok(took)
+}
+
+/// Deletes the recorded attempts of the deliveries `deliveries` selects (an SQL query of
+/// delivery ids whose `$1` is the workspace and `$2` a time), before they are deleted: attempts
+/// name their delivery without a foreign key (migration 14), so nothing cascades.
+pub(crate) async fn forget_attempts(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    deliveries: &str,
+    at: Timestamp,
+) -> Result<u64, sqlx::Error> {
+    execute!(
+        tx,
+        &format!(
+            "DELETE FROM delivery_attempt WHERE workspace_id = $1 AND delivery_id IN ({deliveries})"
+        ),
+        [workspace, DbTime(at)]
+    )
 }
 
 /// The recorded attempts of one delivery, oldest first.

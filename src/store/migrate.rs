@@ -85,6 +85,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0013_what_is_new.sql"),
         include_str!("../../migrations/sqlite/0013_what_is_new.sql"),
     ),
+    (
+        14,
+        "attempts_unchecked",
+        include_str!("../../migrations/postgres/0014_attempts_unchecked.sql"),
+        include_str!("../../migrations/sqlite/0014_attempts_unchecked.sql"),
+    ),
 ];
 
 impl Store {

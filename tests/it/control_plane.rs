@@ -24,14 +24,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 13,
+                want: 14,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 13);
+    assert_eq!(store.migrate().await.unwrap(), 14);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

@@ -199,10 +199,22 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
         (first.id, 2),
         "the same id, due again"
     );
-    assert!(
-        queue::settle(&store, &again, &Settlement::Sent, now())
-            .await
-            .unwrap()
+    let sent = queue::Settled {
+        claimed: again.clone(),
+        outcome: Settlement::Sent,
+        attempt: Some(queue::Attempt {
+            started_at: now(),
+            latency_ms: 7,
+            status_code: Some(200),
+            error_class: None,
+            response: None,
+        }),
+        at: now(),
+    };
+    assert_eq!(queue::settle_many(&store, &[sent]).await.unwrap(), [true]);
+    assert_eq!(
+        queue::attempts(&store, WS, first.id).await.unwrap().len(),
+        1
     );
     let err = rowfire::outbox::retry(&store, WS, first.id, now())
         .await
@@ -218,6 +230,13 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
         .await
         .unwrap();
     assert_eq!(pruned, 1, "only the sent delivery was finished");
+    assert!(
+        queue::attempts(&store, WS, first.id)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a pruned delivery's attempts go with it"
+    );
     // Only declined_charge was rewound, so every delivery came from the three live rules and
     // was pending; all but the one sent are still there.
     assert_eq!(
@@ -356,4 +375,62 @@ async fn a_replayed_settle_changes_nothing_and_records_the_attempt_once(url: &st
 on_both_engines!(
     a_replayed_settle_changes_nothing_and_records_the_attempt_once_,
     a_replayed_settle_changes_nothing_and_records_the_attempt_once
+);
+
+/// A settle is held to the workspace it names: one that names another workspace for a
+/// delivery, even one that exists, changes nothing and records no attempt (attempts have no
+/// foreign key; the statement that records them joins the delivery in the workspace), and the
+/// delivery's own settle still takes effect after it.
+async fn an_attempt_cannot_be_recorded_under_another_workspace_than_its_deliverys(url: &str) {
+    let (store, _) = pending_deliveries(url).await;
+    let other = rowfire::store::WorkspaceId::parse("other").unwrap();
+    rowfire::store::workspace::create(&store, &other, "Other", "UTC")
+        .await
+        .unwrap();
+    let claimed = claim(&store, now()).await.remove(0);
+    let settled = |workspace: &rowfire::store::WorkspaceId| queue::Settled {
+        claimed: Claimed {
+            workspace: workspace.clone(),
+            ..claimed.clone()
+        },
+        outcome: Settlement::Sent,
+        attempt: Some(queue::Attempt {
+            started_at: now(),
+            latency_ms: 3,
+            status_code: Some(200),
+            error_class: None,
+            response: None,
+        }),
+        at: now(),
+    };
+    assert_eq!(
+        queue::settle_many(&store, &[settled(&other)])
+            .await
+            .unwrap(),
+        [false]
+    );
+    assert!(
+        queue::attempts(&store, &other, claimed.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        queue::attempts(&store, WS, claimed.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        queue::settle_many(&store, &[settled(WS)]).await.unwrap(),
+        [true]
+    );
+    assert_eq!(
+        queue::attempts(&store, WS, claimed.id).await.unwrap().len(),
+        1
+    );
+}
+on_both_engines!(
+    an_attempt_cannot_be_recorded_under_another_workspace_than_its_deliverys_,
+    an_attempt_cannot_be_recorded_under_another_workspace_than_its_deliverys
 );
