@@ -87,7 +87,18 @@ mod tests {
             assert_eq!(WorkspaceId::parse(good).unwrap().as_str(), good);
         }
         let long = "a".repeat(MAX_WORKSPACE_ID + 1);
-        for bad in ["", "Acme", "-x", "a b", "a/b", "é", "a'--", long.as_str()] {
+        // Store::begin writes the id into its BEGIN statement: no quote or backslash may pass.
+        for bad in [
+            "",
+            "Acme",
+            "-x",
+            "a b",
+            "a/b",
+            "é",
+            "a'--",
+            "a\\b",
+            long.as_str(),
+        ] {
             assert!(WorkspaceId::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(WorkspaceId::DEFAULT.to_string(), "default");

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
-use sqlx::{Decode, PgPool, Postgres, Row as _, Sqlite, SqlitePool, Type};
+use sqlx::{AssertSqlSafe, Decode, PgPool, Postgres, Row as _, Sqlite, SqlitePool, Type};
 
 pub use error::{ErrorKind, StoreError};
 pub use id::{BadWorkspaceId, MAX_WORKSPACE_ID, WorkspaceId};
@@ -334,19 +334,24 @@ impl Store {
     /// here. On PostgreSQL it sets `app.workspace_id` for the transaction, which the tenant
     /// tables' forced row-level security keys on (migration 8).
     pub async fn begin(&self, workspace: &WorkspaceId) -> Result<StoreTx, StoreError> {
-        let mut tx = self.begin_tx(false).await.map_err(|e| self.error(e))?;
-        if let StoreTx::Postgres(t) = &mut tx {
-            // The bypass is set off explicitly too, so no session setting can widen a scoped
-            // transaction.
-            sqlx::query(
-                "SELECT set_config('app.workspace_id', $1, true), set_config('app.bypass_rls', 'off', true)",
-            )
-                .bind(workspace)
-                .execute(&mut **t)
-                .await
-                .map_err(|e| self.error(e))?;
+        match &self.pool {
+            // One round trip: the settings go with the BEGIN. The bypass is set off explicitly
+            // too, so no session setting can widen a scoped transaction. The id is written into
+            // the statement, which is safe only because a `WorkspaceId` is letters, digits,
+            // `-` and `_` (every way of making one checks it).
+            Pool::Postgres(p) => {
+                let begin = format!(
+                    "BEGIN; SELECT set_config('app.workspace_id', '{}', true), set_config('app.bypass_rls', 'off', true)",
+                    workspace.as_str()
+                );
+                Ok(StoreTx::Postgres(
+                    p.begin_with(AssertSqlSafe(begin))
+                        .await
+                        .map_err(|e| self.error(e))?,
+                ))
+            }
+            Pool::Sqlite(_) => self.begin_tx(false).await.map_err(|e| self.error(e)),
         }
-        Ok(tx)
     }
 }
 
