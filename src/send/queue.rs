@@ -447,69 +447,79 @@ fn columns(
     }
 }
 
-/// A group's attempts in one INSERT and its fenced updates in one UPDATE, each over the whole
-/// group. Returns the ids whose (id, token) still matched.
+// The attempts of a settled group, from the batch `u` (`$1`: the workspace): only for a delivery
+// of this workspace (the table has no foreign key: migration 14), once per (delivery, attempt
+// number), whether or not the settle itself still holds the lease (the request was made).
+const RECORD_ATTEMPTS: &str = "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
+     SELECT $1, u.s_id, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response
+     FROM u JOIN delivery d ON d.id = u.s_id AND d.workspace_id = $1 WHERE u.a_started IS NOT NULL
+     ON CONFLICT (workspace_id, delivery_id, attempt) DO NOTHING";
+
+// The fenced updates of a settled group, from the batch `u`: only where (id, token) still match
+// in this workspace; returns the ids that did.
+const SETTLE: &str = "UPDATE delivery SET status = u.s_status, reason = u.s_reason, sent_at = u.s_sent_at,
+            due_at = COALESCE(u.s_due_at, delivery.due_at), lease_expires_at = NULL,
+            attempts = delivery.attempts - u.s_uncount, fencing_token = delivery.fencing_token + 1
+     FROM u WHERE delivery.id = u.s_id AND delivery.fencing_token = u.s_token AND delivery.workspace_id = $1
+     RETURNING id";
+
+/// A group's attempts and its fenced updates over the whole group: one statement on PostgreSQL,
+/// two on SQLite. Returns the ids whose (id, token) still matched.
 async fn settle_group(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,
     items: &[&Settled],
 ) -> Result<HashSet<i64>, sqlx::Error> {
-    let tried: Vec<(&Settled, &Attempt)> = items
-        .iter()
-        .filter_map(|s| s.attempt.as_ref().map(|a| (*s, a)))
-        .collect();
-    let attempts = Rows::new()
-        .int("a_delivery", tried.iter().map(|(s, _)| s.claimed.id))
-        .int("a_number", tried.iter().map(|(s, _)| s.claimed.attempts))
-        .time("a_started", tried.iter().map(|(_, a)| a.started_at))
-        .int("a_latency", tried.iter().map(|(_, a)| a.latency_ms))
-        .opt_int(
-            "a_code",
-            tried.iter().map(|(_, a)| a.status_code.map(i64::from)),
-        )
-        .opt_text(
-            "a_class",
-            tried
-                .iter()
-                .map(|(_, a)| a.error_class.map(ErrorClass::as_str)),
-        )
-        .opt_text(
-            "a_response",
-            tried.iter().map(|(_, a)| a.response.as_deref()),
-        );
-    fetch_with_rows(
-        tx,
-        &attempts,
-        &[Arg::Text(workspace.to_string())],
-        // Only for a delivery of this workspace (the table has no foreign key: migration 14).
-        "INSERT INTO delivery_attempt (workspace_id, delivery_id, attempt, started_at, latency_ms, status_code, error_class, response)
-         SELECT $1, u.a_delivery, u.a_number, u.a_started, u.a_latency, u.a_code, u.a_class, u.a_response
-         FROM u JOIN delivery d ON d.id = u.a_delivery AND d.workspace_id = $1 WHERE true
-         ON CONFLICT (workspace_id, delivery_id, attempt) DO NOTHING",
-        |_| Ok(()),
-    )
-    .await?;
     let cols: Vec<_> = items.iter().map(|s| columns(s)).collect();
-    let updates = Rows::new()
+    let tried: Vec<Option<&Attempt>> = items.iter().map(|s| s.attempt.as_ref()).collect();
+    // One row per settle, with its attempt's columns (NULL when no request was made).
+    let rows = Rows::new()
         .int("s_id", items.iter().map(|s| s.claimed.id))
         .int("s_token", items.iter().map(|s| s.claimed.token))
         .text("s_status", cols.iter().map(|c| c.0.as_str()))
         .opt_text("s_reason", cols.iter().map(|c| c.1))
         .opt_time("s_sent_at", cols.iter().map(|c| c.2))
         .opt_time("s_due_at", cols.iter().map(|c| c.3))
-        .int("s_uncount", cols.iter().map(|c| c.4));
-    let took: HashSet<i64> = fetch_with_rows(
-        tx,
-        &updates,
-        &[Arg::Text(workspace.to_string())],
-        "UPDATE delivery SET status = u.s_status, reason = u.s_reason, sent_at = u.s_sent_at,
-                due_at = COALESCE(u.s_due_at, delivery.due_at), lease_expires_at = NULL,
-                attempts = delivery.attempts - u.s_uncount, fencing_token = delivery.fencing_token + 1
-         FROM u WHERE delivery.id = u.s_id AND delivery.fencing_token = u.s_token AND delivery.workspace_id = $1
-         RETURNING id",
-        |r| r.try_get("id"),
-    )
-    .await?
+        .int("s_uncount", cols.iter().map(|c| c.4))
+        .int("a_number", items.iter().map(|s| s.claimed.attempts))
+        .opt_time("a_started", tried.iter().map(|a| a.map(|a| a.started_at)))
+        .opt_int("a_latency", tried.iter().map(|a| a.map(|a| a.latency_ms)))
+        .opt_int(
+            "a_code",
+            tried
+                .iter()
+                .map(|a| a.and_then(|a| a.status_code).map(i64::from)),
+        )
+        .opt_text(
+            "a_class",
+            tried
+                .iter()
+                .map(|a| a.and_then(|a| a.error_class).map(ErrorClass::as_str)),
+        )
+        .opt_text(
+            "a_response",
+            tried.iter().map(|a| a.and_then(|a| a.response.as_deref())),
+        );
+    let fixed = [Arg::Text(workspace.to_string())];
+    let took: HashSet<i64> = match tx {
+        // One statement: the attempts are written by a common table expression beside the
+        // update (both read the snapshot the statement started with).
+        StoreTx::Postgres(_) => {
+            fetch_with_rows(
+                tx,
+                &rows,
+                &fixed,
+                &format!(", recorded AS ({RECORD_ATTEMPTS}) {SETTLE}"),
+                |r| r.try_get("id"),
+            )
+            .await?
+        }
+        // SQLite writes no rows from a common table expression: two statements.
+        StoreTx::Sqlite(_) => {
+            fetch_with_rows(tx, &rows, &fixed, RECORD_ATTEMPTS, |_| Ok(())).await?;
+            fetch_with_rows(tx, &rows, &fixed, SETTLE, |r| r.try_get("id")).await?
+        }
+    }
     .into_iter()
     .collect();
     for item in items.iter().filter(|s| !took.contains(&s.claimed.id)) {

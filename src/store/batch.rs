@@ -131,7 +131,8 @@ impl Rows {
 }
 
 /// Runs `sql`, which reads the batch as the relation `u` and its `fixed` values as `$1…$k`, and
-/// maps every row it returns (by column name). Nothing runs for an empty batch.
+/// maps every row it returns (by column name). Nothing runs for an empty batch. `sql` follows
+/// `WITH u (…) AS (…)`, so it may begin with `, name AS (…)` to add common table expressions.
 pub(crate) async fn fetch_with_rows<T>(
     tx: &mut StoreTx,
     rows: &Rows,
