@@ -3,26 +3,31 @@
 //! the egress-checked client with Standard Webhooks signatures, settle by (id, token) with the
 //! attempt recorded):
 //!
-//! - *drains*: 100,000 deliveries, all due, drained by 1, 4 and 16 workers (each its own
-//!   connection pool and HTTP client, as separate processes would have), timed from start until
-//!   every worker's `drain()` has returned;
+//! - *drains and the peer, in rounds*: three rounds, each draining 100,000 deliveries, all due,
+//!   with 1, 4 and 16 workers (each its own connection pool and HTTP client, as separate
+//!   processes would have; timed from start until every worker's `drain()` has returned) and
+//!   100,000 no-op jobs with graphile-worker at concurrency 16 on a scratch database
+//!   (`../shared/peers/graphile-worker/run.sh`). Each round takes the four in another order, so
+//!   a drift of the machine's speed over the run falls on each alike; medians are compared:
+//!   16 workers against the best of 1 and 4, and against the peer;
 //! - *a pass taken apart*: the first 100 batches of another 100,000-delivery backlog, claimed,
 //!   sent and settled one after the other by one worker with the library's own pieces
 //!   (`queue::claim_due`, `sender::outbound` and the client, `queue::settle_many`), each timed;
-//! - *the peer*: 100,000 no-op jobs drained by graphile-worker at concurrency 16 on a scratch
-//!   database in the same run (`../shared/peers/graphile-worker/run.sh`); Rowfire's 16-worker
-//!   rate is printed as a ratio to it;
 //! - *lateness*: 10,000 deliveries falling due at a steady 500 a second, starting two seconds
 //!   after they are queued, sent by 1 and by 4 workers running `run_until` on the system clock;
 //!   lateness is `sent_at − due_at`, reported as p50, p99 and max.
+//!
+//! Rowfire and the peer reach PostgreSQL over the same transport: plaintext TCP on loopback
+//! unless `ROWFIRE_BENCH_PG` names an `sslmode` (sqlx would otherwise prefer TLS where
+//! node-postgres uses none); with TLS, both use it.
 //!
 //! After every phase it checks that each delivery is `sent` and arrived exactly once at the
 //! receiver (counted by the `webhook-id` header, which carries the delivery's id): 0 lost,
 //! 0 duplicates, nothing received that is not marked sent, one attempt recorded per delivery.
 //! Each drain also prints the CPU time of this process (senders and receiver) and of the rest of
-//! the machine (PostgreSQL), from `/proc`, and the transactions PostgreSQL committed for it
-//! (`pg_stat_database.xact_commit`). It fails unless 16 workers drain at least 5,000
-//! deliveries/s and every p99 is under 250 ms.
+//! the machine (PostgreSQL), from `/proc`, the transactions PostgreSQL committed for it
+//! (`pg_stat_database.xact_commit`), the WAL it wrote and what PostgreSQL's backends waited on.
+//! It fails unless 16 workers drain at least 5,000 deliveries/s and every p99 is under 250 ms.
 //!
 //! Deliveries are seeded with SQL (fires and their deliveries, as the poller would have written
 //! them), then `ANALYZE`; seeding is not timed. A drained backlog shares one `due_at`, as the
@@ -30,6 +35,7 @@
 //!
 //! Run: `cargo bench --bench deliver_queue` (PostgreSQL on 127.0.0.1:5432, or set
 //! ROWFIRE_BENCH_PG; node and npm for the peer, which is skipped with a message without them).
+//! `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains and stops.
 
 #![expect(
     clippy::disallowed_methods,
@@ -236,6 +242,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
     let commits0 = commits(url).await;
     let wal0 = wal(url).await;
+    let index0 = claim_index(url).await;
     let (own0, busy0) = support::cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
@@ -264,8 +271,16 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         "    PostgreSQL backends, mean per sample over {samples} samples: {connections:.1} connections; active by wait: {}",
         shown.join(", ")
     );
+    backends_gone(url).await;
     let committed = commits(url).await - commits0;
     let wal1 = wal(url).await;
+    let index1 = claim_index(url).await;
+    let scans = (index1.0 - index0.0).max(1);
+    println!(
+        "    the claim's index (delivery_due): {scans} scans, {:.0} entries read and {:.0} rows fetched per scan",
+        (index1.1 - index0.1) as f64 / scans as f64,
+        (index1.2 - index0.2) as f64 / scans as f64
+    );
     println!(
         "    WAL written: {:.1} MiB ({:.0} bytes per delivery); checkpoints begun meanwhile: {}",
         (wal1.0 - wal0.0) as f64 / 1_048_576.0,
@@ -277,6 +292,25 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         total.sent as f64 / committed.max(1) as f64
     );
     (secs, total, own1 - own0, (busy1 - busy0) - (own1 - own0))
+}
+
+/// Waits (up to 5 s) until no other connection to the database at `url` is open: a backend
+/// flushes its statistics as it exits, so the counts read next are whole.
+async fn backends_gone(url: &str) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    for _ in 0..100 {
+        let others: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+        if others == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.close().await.unwrap();
 }
 
 /// Transactions committed so far in the database at `url` (PostgreSQL's own count, which lags
@@ -302,6 +336,24 @@ async fn commits(url: &str) -> i64 {
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
+}
+
+/// How often the claim's partial index was scanned, and how many entries and rows those scans
+/// read, so far (read after the drain, as [`commits`] is): what the claims walked past.
+async fn claim_index(url: &str) -> (i64, i64, i64) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let row = sqlx::query(
+        "SELECT idx_scan, idx_tup_read, idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = 'delivery_due'",
+    )
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    (row.get(0), row.get(1), row.get(2))
 }
 
 /// The server's WAL position in bytes and how many checkpoints it has begun (timed or
@@ -520,32 +572,44 @@ async fn main() {
     let mut failed = false;
 
     // `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains (for profiling one of
-    // them) and stops.
+    // them) and stops; `ROWFIRE_BENCH_DELIVERIES` then sets how many each drains.
     let only: Option<Vec<usize>> = std::env::var("ROWFIRE_BENCH_DRAINS")
         .ok()
         .map(|v| v.split(',').filter_map(|w| w.trim().parse().ok()).collect());
+    let drained: i64 = only
+        .as_ref()
+        .and_then(|_| std::env::var("ROWFIRE_BENCH_DELIVERIES").ok())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DRAINED);
     // Rounds of (1, 4, 16) workers, each round in another order, so a drift of the machine's
     // speed over the run falls on every count alike; medians are compared.
     let (counts, rounds) = match &only {
         Some(counts) => (counts.clone(), 1),
         None => (WORKER_COUNTS.to_vec(), ROUNDS),
     };
+    // Each round also drains the peer, in its turn, so its figure shares the machine's moment.
+    let turns = counts.len() + usize::from(only.is_none());
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); counts.len()];
+    let mut peers: Vec<f64> = Vec::new();
     for round in 0..rounds {
-        for turn in 0..counts.len() {
-            let at = (turn + round) % counts.len();
-            let workers = counts[at];
+        for turn in 0..turns {
+            let at = (turn + round) % turns;
+            let Some(&workers) = counts.get(at) else {
+                print!("round {}: ", round + 1);
+                peers.extend(peer(&admin, tls).await);
+                continue;
+            };
             let (url, _) = control_plane(
                 &admin,
                 &receiver,
                 &key,
-                DRAINED,
+                drained,
                 Timestamp::now,
                 SignedDuration::ZERO,
             )
             .await;
             let (secs, report, own, rest) = drain(&url, &key, workers).await;
-            let rate = DRAINED as f64 / secs;
+            let rate = drained as f64 / secs;
             println!(
                 "round {}: drain, {workers:>2} worker(s): {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",
                 round + 1,
@@ -558,9 +622,9 @@ async fn main() {
                 "    CPU: this process (senders, receiver) {own:.1} s, the rest of the machine (mostly PostgreSQL) {rest:.1} s, of {:.1} s on {} cores; {:.0} us a delivery",
                 secs * cores() as f64,
                 cores(),
-                (own + rest) * 1e6 / DRAINED as f64
+                (own + rest) * 1e6 / drained as f64
             );
-            failed |= !check(&url, &receiver, DRAINED).await;
+            failed |= !check(&url, &receiver, drained).await;
             rates[at].push(rate);
         }
     }
@@ -612,12 +676,20 @@ async fn main() {
     )
     .await;
 
-    match peer(&admin, tls).await {
-        Some(peer) => println!(
-            "ratio Rowfire 16 workers (median) / graphile-worker: {:.2}x",
+    if peers.is_empty() {
+        println!("ratio Rowfire / graphile-worker: not measured (the peer did not run)");
+    } else {
+        let shown: Vec<String> = peers.iter().map(|r| format!("{r:.0}")).collect();
+        let peer = median(&mut peers);
+        println!(
+            "graphile-worker 0.16.6, concurrency {PEER_CONCURRENCY}: median {peer:.0} jobs/s over {} rounds ({})",
+            shown.len(),
+            shown.join(", ")
+        );
+        println!(
+            "ratio Rowfire 16 workers / graphile-worker: {:.2}x (medians; target 5x)",
             sixteen / peer
-        ),
-        None => println!("ratio Rowfire / graphile-worker: not measured (the peer did not run)"),
+        );
     }
 
     let spacing = SignedDuration::from_micros(1_000_000 / PER_SECOND);
