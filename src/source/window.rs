@@ -73,6 +73,10 @@ pub(super) fn chunk_rows(page_size: usize) -> usize {
     (page_size / 8).clamp(1, 4096)
 }
 
+/// How many chunks a window's pass reads ahead of the reader at most: about a page's worth
+/// ([`chunk_rows`] is an eighth of one), so the next page is read while this one is used.
+pub(super) const CHUNKS_AHEAD: usize = 8;
+
 /// Finds the clock column and the key columns of a page by name: their indices.
 pub(super) fn positions(columns: &[String], shape: Shape<'_>) -> (usize, Vec<usize>) {
     let at = |name: &str| columns.iter().position(|c| c == name).unwrap_or(0);
@@ -360,40 +364,93 @@ pub(super) async fn read_chunk<R>(
     Ok((out, sizes))
 }
 
-/// A window's pass read one chunk ahead by a task that owns its session, over a channel of
-/// one: the server produces the next chunk while the caller claims this one, and memory stays
-/// bounded by the page size. The PostgreSQL and MySQL streams both read this way.
-/// Dropped, the task is aborted (its session closes its connection, never reused).
+/// A window's pass read ahead by a task that owns its session: the server streams and the task
+/// decodes the next page while the caller works on this one (a backtest's cadence, a poll's
+/// claim). What the task has handed on and the caller has not yet taken is bounded by the page's
+/// memory bound (a budget of bytes, a chunk larger than the whole budget waits for all of it),
+/// and by the chunks of about a page; so memory stays bounded by the page size. The PostgreSQL
+/// and MySQL streams both read this way. Dropped, the task is aborted (its session closes its
+/// connection, never reused).
 pub(super) struct ReadAhead {
-    chunks: tokio::sync::mpsc::Receiver<Result<Fetched, FetchError>>,
+    chunks: tokio::sync::mpsc::Receiver<(
+        Result<Fetched, FetchError>,
+        Option<tokio::sync::OwnedSemaphorePermit>,
+    )>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// Where a read-ahead task hands its chunks.
-pub(super) type Chunks = tokio::sync::mpsc::Sender<Result<Fetched, FetchError>>;
+/// Where a read-ahead task hands its chunks: each waits for its bytes in the budget first.
+pub(super) struct Chunks {
+    give: tokio::sync::mpsc::Sender<(
+        Result<Fetched, FetchError>,
+        Option<tokio::sync::OwnedSemaphorePermit>,
+    )>,
+    budget: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The budget's size, in its units (at most `u32::MAX`).
+    total: u32,
+}
+
+/// The caller stopped taking chunks.
+#[derive(Debug)]
+pub(super) struct Stopped;
+
+impl Chunks {
+    /// Hands `chunk` on once its bytes fit in what the caller has not taken yet (an error
+    /// weighs nothing); `Err` when the caller stopped taking chunks.
+    pub(super) async fn send(&self, chunk: Result<Fetched, FetchError>) -> Result<(), Stopped> {
+        let bytes = chunk.as_ref().map_or(0, |f| {
+            f.sizes.iter().fold(0usize, |a, &b| a.saturating_add(b))
+        });
+        let weight = u32::try_from(bytes)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.total);
+        let permit = self
+            .budget
+            .clone()
+            .acquire_many_owned(weight)
+            .await
+            .map_err(|_| Stopped)?;
+        self.give
+            .send((chunk, Some(permit)))
+            .await
+            .map_err(|_| Stopped)
+    }
+}
 
 impl ReadAhead {
     /// Spawns `read`, which sends chunk after chunk to the channel it is given until the window
-    /// ends, a chunk fails or the reader stops listening.
-    pub(super) fn spawn<F>(read: impl FnOnce(Chunks) -> F) -> ReadAhead
+    /// ends, a chunk fails or the reader stops listening: at most `chunks` chunks and
+    /// `max_bytes` of rows ahead of the reader.
+    pub(super) fn spawn<F>(
+        chunks: usize,
+        max_bytes: usize,
+        read: impl FnOnce(Chunks) -> F,
+    ) -> ReadAhead
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        let (give, chunks) = tokio::sync::mpsc::channel(1);
+        let (give, taken) = tokio::sync::mpsc::channel(chunks.max(1));
+        let total = u32::try_from(max_bytes).unwrap_or(u32::MAX).max(1);
+        let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(total as usize));
         ReadAhead {
-            chunks,
-            task: Some(tokio::spawn(read(give))),
+            chunks: taken,
+            task: Some(tokio::spawn(read(Chunks {
+                give,
+                budget,
+                total,
+            }))),
         }
     }
 
-    /// The next chunk of rows (fewer than asked at the window's end).
+    /// The next chunk of rows (fewer than asked at the window's end). Its bytes leave the
+    /// read-ahead budget as it is taken: the caller's page bound holds them from here.
     pub(super) async fn next(&mut self) -> Result<Fetched, FetchError> {
         // The reader stops asking after a short chunk (the window's end), so a stream that
         // ends without one lost its task: an error, never a window cut short.
-        self.chunks
-            .recv()
-            .await
-            .unwrap_or(Err(FetchError::Sql(sqlx::Error::WorkerCrashed)))
+        match self.chunks.recv().await {
+            Some((chunk, _permit)) => chunk,
+            None => Err(FetchError::Sql(sqlx::Error::WorkerCrashed)),
+        }
     }
 
     /// Stops reading and waits for the task: after the window's end it rolls the session back
@@ -411,5 +468,97 @@ impl Drop for ReadAhead {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk of `rows` empty rows said to take `bytes` each.
+    fn chunk(rows: usize, bytes: usize) -> Result<Fetched, FetchError> {
+        Ok(Fetched {
+            rows: (0..rows)
+                .map(|_| Row {
+                    columns: std::sync::Arc::from(Vec::<String>::new()),
+                    values: Vec::new(),
+                    clock: None,
+                })
+                .collect(),
+            sizes: vec![bytes; rows],
+            key: Vec::new(),
+        })
+    }
+
+    /// Starts a read-ahead of `chunks` chunks and `budget` bytes whose task hands on `sent`
+    /// chunks of ten rows of `bytes` each, counting what it has handed on.
+    fn counted(
+        chunks: usize,
+        budget: usize,
+        sent: usize,
+        bytes: usize,
+    ) -> (ReadAhead, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let handed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = handed.clone();
+        let ahead = ReadAhead::spawn(chunks, budget, move |give| async move {
+            for _ in 0..sent {
+                if give.send(chunk(10, bytes)).await.is_err() {
+                    return;
+                }
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        (ahead, handed)
+    }
+
+    /// Takes the next chunk: how many rows it holds.
+    async fn taken(ahead: &mut ReadAhead) -> usize {
+        match ahead.next().await {
+            Ok(fetched) => fetched.rows.len(),
+            Err(_) => panic!("the chunk was an error"),
+        }
+    }
+
+    /// Lets the read-ahead task run until it waits.
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_holds_no_more_untaken_bytes_than_its_budget_and_goes_on_as_chunks_are_taken()
+     {
+        // Chunks of 10 rows of 100 bytes (1,000 bytes) against a budget of 2,500 bytes: two
+        // fit, the third waits, though eight chunks would fit in the channel.
+        let (mut ahead, handed) = counted(8, 2_500, 6, 100);
+        settle().await;
+        assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(taken(&mut ahead).await, 10);
+        settle().await;
+        assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 3);
+        for _ in 0..5 {
+            assert_eq!(taken(&mut ahead).await, 10);
+        }
+        ahead.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_holds_no_more_chunks_than_asked_and_a_chunk_larger_than_its_budget_still_passes()
+     {
+        // Small chunks: the channel's four is the bound.
+        let (mut ahead, handed) = counted(4, 1_000_000, 10, 1);
+        settle().await;
+        assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 4);
+        taken(&mut ahead).await;
+        ahead.finish().await;
+        // A chunk of 10,000 bytes against a budget of 10: it waits for the whole budget, never
+        // for ever.
+        let (mut ahead, handed) = counted(4, 10, 2, 1_000);
+        settle().await;
+        assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(taken(&mut ahead).await, 10);
+        assert_eq!(taken(&mut ahead).await, 10);
+        ahead.finish().await;
     }
 }

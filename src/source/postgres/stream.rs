@@ -31,12 +31,12 @@ use sqlx::postgres::PgRow;
 
 use super::session::{PgFail, PgSession};
 use super::{Decoder, bound};
-use crate::source::window::{Chunks, ReadAhead, read_chunk};
+use crate::source::window::{CHUNKS_AHEAD, Chunks, ReadAhead, read_chunk};
 use crate::source::{FetchError, Fetched};
 use crate::sql_guard::{Rendered, Shape};
 
 /// Starts a window's streamed statement `rendered`, read `rows` at a time (each chunk within
-/// `max_bytes` of values) by a task that owns the session, one chunk ahead of the reader.
+/// `max_bytes` of values) by a task that owns the session, up to a page ahead of the reader.
 /// Finished after the window's end, the session is rolled back and cleaned as every read is;
 /// finished early or dropped, its connection is closed, never drained or reused.
 pub(in crate::source) fn start(
@@ -48,7 +48,7 @@ pub(in crate::source) fn start(
 ) -> ReadAhead {
     let rendered = rendered.clone();
     let shape = (shape.clock.to_string(), shape.key.to_vec());
-    ReadAhead::spawn(move |give| async move {
+    ReadAhead::spawn(CHUNKS_AHEAD, max_bytes, move |give| async move {
         let shape = Shape {
             clock: &shape.0,
             key: &shape.1,
