@@ -313,23 +313,28 @@ async fn backends_gone(url: &str) {
     c.close().await.unwrap();
 }
 
-/// Transactions committed so far in the database at `url` (PostgreSQL's own count, which lags
-/// by at most its stats flush: read after a drain has settled everything).
-async fn commits(url: &str) -> i64 {
+/// One row of `sql`, a statistics query, from a fresh view of the server's statistics: each
+/// backend flushes its counts at most every second (and as it exits), so it is read after the
+/// drain's backends are gone.
+async fn stats(url: &str, sql: &'static str) -> sqlx::postgres::PgRow {
     let mut c = PgConnection::connect(url).await.unwrap();
-    // Stats are flushed by each backend at most every second; force this one's view fresh.
     sqlx::raw_sql("SELECT pg_stat_clear_snapshot()")
         .execute(&mut c)
         .await
         .unwrap();
-    let n: i64 = sqlx::query_scalar(
+    let row = sqlx::query(sql).fetch_one(&mut c).await.unwrap();
+    c.close().await.unwrap();
+    row
+}
+
+/// Transactions committed so far in the database at `url`.
+async fn commits(url: &str) -> i64 {
+    stats(
+        url,
         "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
     )
-    .fetch_one(&mut c)
     .await
-    .unwrap();
-    c.close().await.unwrap();
-    n
+    .get(0)
 }
 
 /// The median of `xs` (sorted in place).
@@ -339,34 +344,24 @@ fn median(xs: &mut [f64]) -> f64 {
 }
 
 /// How often the claim's partial index was scanned, and how many entries and rows those scans
-/// read, so far (read after the drain, as [`commits`] is): what the claims walked past.
+/// read, so far: what the claims walked past.
 async fn claim_index(url: &str) -> (i64, i64, i64) {
-    let mut c = PgConnection::connect(url).await.unwrap();
-    sqlx::raw_sql("SELECT pg_stat_clear_snapshot()")
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let row = sqlx::query(
+    let row = stats(
+        url,
         "SELECT idx_scan, idx_tup_read, idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = 'delivery_due'",
     )
-    .fetch_one(&mut c)
-    .await
-    .unwrap();
-    c.close().await.unwrap();
+    .await;
     (row.get(0), row.get(1), row.get(2))
 }
 
 /// The server's WAL position in bytes and how many checkpoints it has begun (timed or
 /// requested), to see what a phase wrote and whether a checkpoint's full-page writes fell in it.
 async fn wal(url: &str) -> (i64, i64) {
-    let mut c = PgConnection::connect(url).await.unwrap();
-    let row = sqlx::query(
+    let row = stats(
+        url,
         "SELECT (pg_current_wal_lsn() - '0/0')::bigint, checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter",
     )
-    .fetch_one(&mut c)
-    .await
-    .unwrap();
-    c.close().await.unwrap();
+    .await;
     (row.get(0), row.get(1))
 }
 

@@ -520,9 +520,8 @@ pub async fn prune(
         .map(|s| format!("'{s}'"))
         .collect();
     let finished = format!("status IN ({})", finished.join(", "));
-    let pruned = format!(
-        "SELECT id FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished}"
-    );
+    let old = format!("workspace_id = $1 AND created_at < $2 AND {finished}");
+    let pruned = format!("SELECT id FROM delivery WHERE {old}");
     let mut tx = store.begin(workspace).await?;
     execute!(
         &mut tx,
@@ -535,7 +534,7 @@ pub async fn prune(
         .map_err(|e| store.error(e))?;
     let deleted = execute!(
         &mut tx,
-        &format!("DELETE FROM delivery WHERE workspace_id = $1 AND created_at < $2 AND {finished}"),
+        &format!("DELETE FROM delivery WHERE {old}"),
         [workspace, DbTime(before)]
     )
     .map_err(|e| store.error(e))?;

@@ -310,37 +310,34 @@ impl Sender {
             .map(|(_, d)| d);
         let mut credentials = HashMap::new();
         let mut secrets = HashMap::new();
+        let none = BTreeMap::new();
         for integration in defs.iter().flat_map(|d| &d.integrations) {
-            if integration.spec.credentials().is_empty() {
-                secrets.insert(
-                    integration.name.clone(),
-                    crate::send::redact::Secrets::new(secret_strings(
-                        &integration.spec,
-                        &BTreeMap::new(),
-                    )),
-                );
-                continue;
-            }
-            let opened = match &self.master_key {
-                Err(e) => Err(e.clone()),
-                Ok(key) => crate::secret::open_all(
-                    &self.store,
-                    key,
-                    workspace,
-                    &crate::secret::integration_owner(&integration.name),
-                )
-                .await
-                .map_err(|e| e.to_string()),
+            let opened = match (&self.master_key, integration.spec.credentials().is_empty()) {
+                (_, true) => None,
+                (Err(e), false) => Some(Err(e.clone())),
+                (Ok(key), false) => Some(
+                    crate::secret::open_all(
+                        &self.store,
+                        key,
+                        workspace,
+                        &crate::secret::integration_owner(&integration.name),
+                    )
+                    .await
+                    .map_err(|e| e.to_string()),
+                ),
             };
-            let opened_secrets = match &opened {
-                Ok(c) => secret_strings(&integration.spec, c),
-                Err(_) => secret_strings(&integration.spec, &BTreeMap::new()),
+            // What to hide in answers: the integration's fixed secrets and whatever opened.
+            let known = match &opened {
+                Some(Ok(c)) => c,
+                _ => &none,
             };
             secrets.insert(
                 integration.name.clone(),
-                crate::send::redact::Secrets::new(opened_secrets),
+                crate::send::redact::Secrets::new(secret_strings(&integration.spec, known)),
             );
-            credentials.insert(integration.name.clone(), opened);
+            if let Some(opened) = opened {
+                credentials.insert(integration.name.clone(), opened);
+            }
         }
         let snapshot = Arc::new(Snapshot {
             read_at: Instant::now(),

@@ -334,36 +334,30 @@ impl Store {
     /// here. On PostgreSQL it sets `app.workspace_id` for the transaction, which the tenant
     /// tables' forced row-level security keys on (migration 8).
     pub async fn begin(&self, workspace: &WorkspaceId) -> Result<StoreTx, StoreError> {
-        match &self.pool {
-            // One round trip: the settings go with the BEGIN. The bypass is set off explicitly
-            // too, so no session setting can widen a scoped transaction. The id is written into
-            // the statement, which is safe only because a `WorkspaceId` is letters, digits,
-            // `-` and `_` (every way of making one checks it).
-            Pool::Postgres(p) => {
-                let begin = format!(
-                    "BEGIN; SELECT set_config('app.workspace_id', '{}', true), set_config('app.bypass_rls', 'off', true)",
-                    workspace.as_str()
-                );
-                Ok(StoreTx::Postgres(
-                    p.begin_with(AssertSqlSafe(begin))
-                        .await
-                        .map_err(|e| self.error(e))?,
-                ))
-            }
-            Pool::Sqlite(_) => self.begin_tx(false).await.map_err(|e| self.error(e)),
-        }
+        // The bypass is set off explicitly too, so no session setting can widen a scoped
+        // transaction. The id is written into the statement, which is safe only because a
+        // `WorkspaceId` is letters, digits, `-` and `_` (every way of making one checks it).
+        let settings = format!(
+            "set_config('app.workspace_id', '{}', true), set_config('app.bypass_rls', 'off', true)",
+            workspace.as_str()
+        );
+        self.begin_tx(false, Some(&settings))
+            .await
+            .map_err(|e| self.error(e))
     }
-}
 
-impl Store {
-    /// Opens a transaction (on SQLite, `BEGIN IMMEDIATE` unless `read`, so a writer takes the
-    /// write lock first and never fails to upgrade). Scoping is the caller's: [`Store::begin`]
-    /// or `unscoped`.
-    async fn begin_tx(&self, read: bool) -> Result<StoreTx, sqlx::Error> {
-        Ok(match &self.pool {
-            Pool::Postgres(p) => StoreTx::Postgres(p.begin().await?),
-            Pool::Sqlite(p) if read => StoreTx::Sqlite(p.begin().await?),
-            Pool::Sqlite(p) => StoreTx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+    /// Begins a transaction (`read`: reads only, no write lock on SQLite). On PostgreSQL,
+    /// `settings` (a list of `set_config(…, true)` calls) are set in the same simple query as
+    /// `BEGIN`: one round trip.
+    async fn begin_tx(&self, read: bool, settings: Option<&str>) -> Result<StoreTx, sqlx::Error> {
+        Ok(match (&self.pool, settings) {
+            (Pool::Postgres(p), None) => StoreTx::Postgres(p.begin().await?),
+            (Pool::Postgres(p), Some(settings)) => StoreTx::Postgres(
+                p.begin_with(AssertSqlSafe(format!("BEGIN; SELECT {settings}")))
+                    .await?,
+            ),
+            (Pool::Sqlite(p), _) if read => StoreTx::Sqlite(p.begin().await?),
+            (Pool::Sqlite(p), _) => StoreTx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
         })
     }
 }

@@ -4,7 +4,7 @@
 //! search for `Unscoped::` finds every one, and row-level security has one place to grant its
 //! bypass.
 
-use super::{Pool, Store, StoreTx};
+use super::{Store, StoreTx};
 
 /// Why a transaction runs without a workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,16 +52,10 @@ impl Store {
     /// workspace, and the work that follows re-enters that workspace through [`Store::begin`].
     pub(crate) async fn begin_unscoped(&self, why: Unscoped) -> Result<StoreTx, sqlx::Error> {
         tracing::trace!(?why, "unscoped control-plane transaction");
-        if let Pool::Postgres(p) = &self.pool
-            && why.bypasses()
-        {
-            // One round trip: the bypass goes with the BEGIN.
-            return Ok(StoreTx::Postgres(
-                p.begin_with("BEGIN; SELECT set_config('app.bypass_rls', 'on', true)")
-                    .await?,
-            ));
-        }
-        self.begin_tx(matches!(why, Unscoped::Look | Unscoped::Workspaces))
+        let bypass = why
+            .bypasses()
+            .then_some("set_config('app.bypass_rls', 'on', true)");
+        self.begin_tx(matches!(why, Unscoped::Look | Unscoped::Workspaces), bypass)
             .await
     }
 }
