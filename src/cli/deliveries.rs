@@ -30,7 +30,7 @@ pub(crate) async fn run(
         }
         Some(DeliveriesCommand::Prune { older_than }) => {
             let before = rowfire::store::earlier(now(), older_than);
-            let n = outbox::prune(store, ws, before).await?;
+            let n = rowfire::send::queue::prune(store, ws, before).await?;
             println!(
                 "pruned {n} finished deliveries created before {before}; pending deliveries and the ledger are kept"
             );

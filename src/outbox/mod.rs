@@ -507,41 +507,6 @@ pub async fn retry(
     Ok(())
 }
 
-/// Deletes finished deliveries (and their inbox messages) created before `before`. Pending
-/// deliveries are kept, and the ledger is never pruned. Returns how many were deleted.
-pub async fn prune(
-    store: &crate::store::Store,
-    workspace: &WorkspaceId,
-    before: Timestamp,
-) -> Result<u64, crate::store::StoreError> {
-    let finished: Vec<String> = DeliveryStatus::ALL
-        .iter()
-        .filter(|s| s.is_terminal())
-        .map(|s| format!("'{s}'"))
-        .collect();
-    let finished = format!("status IN ({})", finished.join(", "));
-    let old = format!("workspace_id = $1 AND created_at < $2 AND {finished}");
-    let pruned = format!("SELECT id FROM delivery WHERE {old}");
-    let mut tx = store.begin(workspace).await?;
-    execute!(
-        &mut tx,
-        &format!("DELETE FROM inbox_message WHERE workspace_id = $1 AND delivery_id IN ({pruned})"),
-        [workspace, DbTime(before)]
-    )
-    .map_err(|e| store.error(e))?;
-    crate::send::queue::forget_attempts(&mut tx, workspace, &pruned, before)
-        .await
-        .map_err(|e| store.error(e))?;
-    let deleted = execute!(
-        &mut tx,
-        &format!("DELETE FROM delivery WHERE {old}"),
-        [workspace, DbTime(before)]
-    )
-    .map_err(|e| store.error(e))?;
-    tx.commit().await.map_err(|e| store.error(e))?;
-    Ok(deleted)
-}
-
 /// Announces queued work to idle workers in other processes, once per transaction (PostgreSQL
 /// delivers the NOTIFY at commit and folds repeats). Callers also call [`crate::store::Store::wake`] after
 /// committing, for this process. A no-op on SQLite.

@@ -8,8 +8,7 @@ use crate::store::WorkspaceId;
 use crate::store::{DbTime, Engine, Store, StoreError, Unscoped, fetch_all, stored_enum};
 
 mod settle;
-pub(crate) use settle::forget_attempts;
-pub use settle::{Settled, Settlement, attempts, settle, settle_many};
+pub use settle::{Settled, Settlement, attempts, prune, settle, settle_many};
 
 /// Deliveries claimed per statement by default.
 pub const DEFAULT_BATCH: i64 = 200;

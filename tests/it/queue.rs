@@ -226,9 +226,10 @@ async fn failed_deliveries_can_be_retried_and_finished_ones_pruned_without_touch
     );
 
     let fires_before = fire_count(&store).await;
-    let pruned = rowfire::outbox::prune(&store, WS, now() + SignedDuration::from_hours(24 * 365))
-        .await
-        .unwrap();
+    let pruned =
+        rowfire::send::queue::prune(&store, WS, now() + SignedDuration::from_hours(24 * 365))
+            .await
+            .unwrap();
     assert_eq!(pruned, 1, "only the sent delivery was finished");
     assert!(
         queue::attempts(&store, WS, first.id)

@@ -240,22 +240,45 @@ async fn settle_group(
     Ok(took)
 }
 
-/// Deletes the recorded attempts of the deliveries `deliveries` selects (an SQL query of
-/// delivery ids whose `$1` is the workspace and `$2` a time), before they are deleted: attempts
-/// name their delivery without a foreign key (migration 14), so nothing cascades.
-pub(crate) async fn forget_attempts(
-    tx: &mut StoreTx,
+/// Deletes finished deliveries created before `before`, with their inbox messages and their
+/// recorded attempts (which name their delivery without a foreign key, migration 14, so nothing
+/// cascades), in one transaction. Pending deliveries are kept, and the ledger is never pruned.
+/// Returns how many deliveries were deleted.
+pub async fn prune(
+    store: &Store,
     workspace: &WorkspaceId,
-    deliveries: &str,
-    at: Timestamp,
-) -> Result<u64, sqlx::Error> {
-    execute!(
-        tx,
-        &format!(
-            "DELETE FROM delivery_attempt WHERE workspace_id = $1 AND delivery_id IN ({deliveries})"
-        ),
-        [workspace, DbTime(at)]
-    )
+    before: Timestamp,
+) -> Result<u64, StoreError> {
+    let finished: Vec<String> = DeliveryStatus::ALL
+        .iter()
+        .filter(|s| s.is_terminal())
+        .map(|s| format!("'{s}'"))
+        .collect();
+    let old = format!(
+        "workspace_id = $1 AND created_at < $2 AND status IN ({})",
+        finished.join(", ")
+    );
+    let pruned = format!("SELECT id FROM delivery WHERE {old}");
+    let mut tx = store.begin(workspace).await?;
+    let deleted = async {
+        for table in ["inbox_message", "delivery_attempt"] {
+            execute!(
+                &mut tx,
+                &format!(
+                    "DELETE FROM {table} WHERE workspace_id = $1 AND delivery_id IN ({pruned})"
+                ),
+                [workspace, DbTime(before)]
+            )?;
+        }
+        execute!(
+            &mut tx,
+            &format!("DELETE FROM delivery WHERE {old}"),
+            [workspace, DbTime(before)]
+        )
+    };
+    let deleted = deleted.await.map_err(|e| store.error(e))?;
+    tx.commit().await.map_err(|e| store.error(e))?;
+    Ok(deleted)
 }
 
 /// The recorded attempts of one delivery, oldest first.
