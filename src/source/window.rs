@@ -377,6 +377,8 @@ pub(super) struct ReadAhead {
         Option<tokio::sync::OwnedSemaphorePermit>,
     )>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The task's byte budget, closed when the reader stops so a task waiting for room stops.
+    budget: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// Where a read-ahead task hands its chunks: each waits for its bytes in the budget first.
@@ -436,9 +438,10 @@ impl ReadAhead {
             chunks: taken,
             task: Some(tokio::spawn(read(Chunks {
                 give,
-                budget,
+                budget: budget.clone(),
                 total,
             }))),
+            budget,
         }
     }
 
@@ -457,6 +460,9 @@ impl ReadAhead {
     /// and hands it back clean; before it, the session is closed.
     pub(super) async fn finish(mut self) {
         self.chunks.close();
+        // Chunks not taken keep their bytes: a task waiting for room learns here that no more
+        // will be taken.
+        self.budget.close();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -541,6 +547,18 @@ mod tests {
             assert_eq!(taken(&mut ahead).await, 10);
         }
         ahead.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_finished_while_its_task_waits_for_room_stops_the_task() {
+        // One chunk fills the budget; the task waits for room for the second when the reader
+        // stops taking chunks.
+        let (ahead, handed) = counted(8, 1_000, 5, 100);
+        settle().await;
+        assert_eq!(handed.load(std::sync::atomic::Ordering::SeqCst), 1);
+        tokio::time::timeout(std::time::Duration::from_secs(5), ahead.finish())
+            .await
+            .expect("finish returns");
     }
 
     #[tokio::test]
