@@ -403,9 +403,8 @@ impl Chunks {
         let bytes = chunk.as_ref().map_or(0, |f| {
             f.sizes.iter().fold(0usize, |a, &b| a.saturating_add(b))
         });
-        let weight = u32::try_from(bytes)
-            .unwrap_or(u32::MAX)
-            .clamp(1, self.total);
+        // An error, or the empty chunk that ends a window, waits for no room.
+        let weight = u32::try_from(bytes).unwrap_or(u32::MAX).min(self.total);
         let permit = self
             .budget
             .clone()
