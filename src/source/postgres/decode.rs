@@ -69,11 +69,78 @@ fn take<'r, T: Decode<'r, Postgres>>(raw: PgValueRef<'r>, i: usize) -> Result<T,
 const PG_EPOCH: jiff::Timestamp = jiff::Timestamp::constant(946_684_800, 0);
 
 /// Decodes column `i` of `row` as `kind` and pushes it onto `out`; answers what it takes in
-/// memory (by `window::value_bytes`). The value is looked up once and built where it is kept.
-/// Binary integers, floats, booleans and instants are read from their bytes here, and only when
+/// memory (by `window::value_bytes`). Common binary values are looked up once and built where
+/// they are kept (anything else takes a slower path that looks again). Binary integers, floats, booleans and instants are read from their bytes here, and only when
 /// they have exactly their type's width (a shorter or longer value is malformed, never read past
 /// its end); text up to 24 bytes and decimals are held inline, with no allocation.
 pub(super) fn decode_into(
+    row: &PgRow,
+    i: usize,
+    kind: Kind,
+    out: &mut Vec<Value>,
+) -> Result<usize, sqlx::Error> {
+    if let Some(bytes) = binary(row, i)
+        && let Some(size) = push_binary(bytes, kind, out)
+    {
+        return Ok(size);
+    }
+    decode_slow(row, i, kind, out)
+}
+
+/// The bytes of column `i` when it is a binary value that is not NULL; `None` otherwise (the
+/// slow path then looks again and says what is wrong). Kept small so the driver's value handle
+/// stays in registers.
+#[inline]
+fn binary(row: &PgRow, i: usize) -> Option<&[u8]> {
+    let raw = row.try_get_raw(i).ok()?;
+    if raw.is_null() || raw.format() != PgValueFormat::Binary {
+        return None;
+    }
+    raw.as_bytes().ok()
+}
+
+/// The common binary values, each pushed as it is built, with what it takes (by
+/// `window::value_bytes`); `None`, with nothing pushed, for any other kind or for a malformed
+/// value, which the slow path reports.
+#[inline]
+fn push_binary(bytes: &[u8], kind: Kind, out: &mut Vec<Value>) -> Option<usize> {
+    match kind {
+        Kind::Bool => match bytes {
+            [b] => out.push(Value::Bool(*b != 0)),
+            _ => return None,
+        },
+        Kind::I2 => out.push(Value::Int(i16::from_be_bytes(exact(bytes)?).into())),
+        Kind::I4 => out.push(Value::Int(i32::from_be_bytes(exact(bytes)?).into())),
+        Kind::I8 => out.push(Value::Int(i64::from_be_bytes(exact(bytes)?))),
+        Kind::F4 => out.push(Value::Float(f32::from_be_bytes(exact(bytes)?).into())),
+        Kind::F8 => out.push(Value::Float(f64::from_be_bytes(exact(bytes)?))),
+        Kind::TimestampTz => {
+            let micros = i64::from_be_bytes(exact(bytes)?);
+            let at = PG_EPOCH
+                .checked_add(jiff::SignedDuration::from_micros(micros))
+                .ok()?;
+            out.push(Value::Timestamp(at));
+        }
+        Kind::Text => {
+            let text = std::str::from_utf8(bytes).ok()?;
+            out.push(Value::Text(CompactString::new(text)));
+            return Some(text.len().max(8));
+        }
+        Kind::Numeric => {
+            let text = numeric_text(bytes)?;
+            let size = text.len().max(8);
+            out.push(Value::Decimal(text));
+            return Some(size);
+        }
+        _ => return None,
+    }
+    Some(8)
+}
+
+/// [`decode_into`] for what the fast path leaves: NULLs, text-format values and the rarer kinds,
+/// through the driver's decoders, and the malformed binary values it refused, as an error
+/// naming the column.
+fn decode_slow(
     row: &PgRow,
     i: usize,
     kind: Kind,
@@ -84,65 +151,35 @@ pub(super) fn decode_into(
         out.push(Value::Null);
         return Ok(8);
     }
-    let malformed = |what: &str| sqlx::Error::ColumnDecode {
-        index: i.to_string(),
-        source: format!("malformed {what} value").into(),
-    };
-    if raw.format() == PgValueFormat::Binary {
-        let bytes = raw.as_bytes().map_err(|source| sqlx::Error::ColumnDecode {
+    if raw.format() == PgValueFormat::Binary
+        && let Some(what) = fast_binary(kind)
+    {
+        return Err(sqlx::Error::ColumnDecode {
             index: i.to_string(),
-            source,
-        })?;
-        let value = match kind {
-            Kind::Bool => match bytes {
-                [b] => Value::Bool(*b != 0),
-                _ => return Err(malformed("BOOL")),
-            },
-            Kind::I2 => Value::Int(
-                i16::from_be_bytes(exact(bytes).ok_or_else(|| malformed("INT2"))?).into(),
-            ),
-            Kind::I4 => Value::Int(
-                i32::from_be_bytes(exact(bytes).ok_or_else(|| malformed("INT4"))?).into(),
-            ),
-            Kind::I8 => Value::Int(i64::from_be_bytes(
-                exact(bytes).ok_or_else(|| malformed("INT8"))?,
-            )),
-            Kind::F4 => Value::Float(
-                f32::from_be_bytes(exact(bytes).ok_or_else(|| malformed("FLOAT4"))?).into(),
-            ),
-            Kind::F8 => Value::Float(f64::from_be_bytes(
-                exact(bytes).ok_or_else(|| malformed("FLOAT8"))?,
-            )),
-            Kind::Numeric => {
-                Value::Decimal(numeric_text(bytes).ok_or_else(|| malformed("NUMERIC"))?)
-            }
-            Kind::Text => Value::Text(CompactString::from_utf8(bytes).map_err(|source| {
-                sqlx::Error::ColumnDecode {
-                    index: i.to_string(),
-                    source: source.into(),
-                }
-            })?),
-            Kind::TimestampTz => {
-                let micros =
-                    i64::from_be_bytes(exact(bytes).ok_or_else(|| malformed("TIMESTAMPTZ"))?);
-                let at = PG_EPOCH
-                    .checked_add(jiff::SignedDuration::from_micros(micros))
-                    .map_err(|e| sqlx::Error::ColumnDecode {
-                        index: i.to_string(),
-                        source: e.into(),
-                    })?;
-                Value::Timestamp(at)
-            }
-            _ => decode_value(raw, i, kind)?,
-        };
-        let size = super::super::window::value_bytes(&value);
-        out.push(value);
-        return Ok(size);
+            source: format!("malformed {what} value").into(),
+        });
     }
     let value = decode_value(raw, i, kind)?;
     let size = super::super::window::value_bytes(&value);
     out.push(value);
     Ok(size)
+}
+
+/// The type name of a kind that [`push_binary`] reads from its binary bytes (so a binary value
+/// it refused is malformed); `None` for the kinds left to the driver.
+fn fast_binary(kind: Kind) -> Option<&'static str> {
+    Some(match kind {
+        Kind::Bool => "BOOL",
+        Kind::I2 => "INT2",
+        Kind::I4 => "INT4",
+        Kind::I8 => "INT8",
+        Kind::F4 => "FLOAT4",
+        Kind::F8 => "FLOAT8",
+        Kind::Numeric => "NUMERIC",
+        Kind::Text => "TEXT",
+        Kind::TimestampTz => "TIMESTAMPTZ",
+        _ => return None,
+    })
 }
 
 /// A binary value of exactly `N` bytes, as an array.
