@@ -92,11 +92,12 @@ pub(super) fn decode_into(
 /// stays in registers.
 #[inline]
 fn binary(row: &PgRow, i: usize) -> Option<&[u8]> {
-    let raw = row.try_get_raw(i).ok()?;
-    if raw.is_null() || raw.format() != PgValueFormat::Binary {
-        return None;
+    // Matched by reference where it was returned: moving the handle out of the `Result` costs
+    // a copy that the processor cannot forward from the stores that built it.
+    match &row.try_get_raw(i) {
+        Ok(raw) if !raw.is_null() && raw.format() == PgValueFormat::Binary => raw.as_bytes().ok(),
+        _ => None,
     }
-    raw.as_bytes().ok()
 }
 
 /// The common binary values, each pushed as it is built, with what it takes (by
