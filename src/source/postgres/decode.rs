@@ -70,9 +70,10 @@ const PG_EPOCH: jiff::Timestamp = jiff::Timestamp::constant(946_684_800, 0);
 
 /// Decodes column `i` of `row` as `kind` and pushes it onto `out`; answers what it takes in
 /// memory (by `window::value_bytes`). Common binary values are looked up once and built where
-/// they are kept (anything else takes a slower path that looks again). Binary integers, floats, booleans and instants are read from their bytes here, and only when
-/// they have exactly their type's width (a shorter or longer value is malformed, never read past
-/// its end); text up to 24 bytes and decimals are held inline, with no allocation.
+/// they are kept (anything else takes a slower path that looks again). Binary integers, floats,
+/// booleans and instants are read from their bytes here, and only when they have exactly their
+/// type's width (a shorter or longer value is malformed, never read past its end); text up to 24
+/// bytes and decimals are held inline, with no allocation.
 pub(super) fn decode_into(
     row: &PgRow,
     i: usize,
@@ -88,8 +89,7 @@ pub(super) fn decode_into(
 }
 
 /// The bytes of column `i` when it is a binary value that is not NULL; `None` otherwise (the
-/// slow path then looks again and says what is wrong). Kept small so the driver's value handle
-/// stays in registers.
+/// slow path then looks again and says what is wrong).
 #[inline]
 fn binary(row: &PgRow, i: usize) -> Option<&[u8]> {
     // Matched by reference where it was returned: moving the handle out of the `Result` costs
