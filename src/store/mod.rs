@@ -225,12 +225,8 @@ impl Store {
                     opts.get_port(),
                     opts.get_database().unwrap_or("")
                 );
-                // No ping before a connection is lent: sqlx already pings each one as it comes
-                // back, so a second round trip per transaction finds nothing new; a connection
-                // that broke while idle fails its one statement, and every caller retries.
                 let pool = PgPoolOptions::new()
                     .max_connections(8)
-                    .test_before_acquire(false)
                     .acquire_timeout(Duration::from_secs(10))
                     .connect_with(opts)
                     .await

@@ -3,7 +3,7 @@
 
 use compact_str::CompactString;
 use sqlx::postgres::{PgRow, PgTypeInfo, PgTypeKind, PgValueFormat, PgValueRef};
-use sqlx::{Decode, Postgres, Row as _, TypeInfo, ValueRef};
+use sqlx::{Column as _, Decode, Postgres, Row as _, TypeInfo, ValueRef};
 
 use crate::row::Value;
 
@@ -80,16 +80,21 @@ pub(super) fn decode_into(
     kind: Kind,
     out: &mut Vec<Value>,
 ) -> Result<usize, sqlx::Error> {
-    if let Some(bytes) = binary(row, i)
-        && let Some(size) = push_binary(bytes, kind, out)
-    {
-        return Ok(size);
+    match binary(row, i).map(|bytes| push_binary(bytes, kind, out)) {
+        Some(Ok(size)) => Ok(size),
+        Some(Err(Refused::Malformed)) => Err(sqlx::Error::ColumnDecode {
+            index: i.to_string(),
+            source: format!(
+                "malformed {} value",
+                row.columns().get(i).map_or("", |c| c.type_info().name())
+            )
+            .into(),
+        }),
+        Some(Err(Refused::Other)) | None => decode_slow(row, i, kind, out),
     }
-    decode_slow(row, i, kind, out)
 }
 
-/// The bytes of column `i` when it is a binary value that is not NULL; `None` otherwise (the
-/// slow path then looks again and says what is wrong).
+/// The bytes of column `i` when it is a binary value that is not NULL; `None` otherwise.
 #[inline]
 fn binary(row: &PgRow, i: usize) -> Option<&[u8]> {
     // Matched by reference where it was returned: moving the handle out of the `Result` costs
@@ -100,15 +105,28 @@ fn binary(row: &PgRow, i: usize) -> Option<&[u8]> {
     }
 }
 
+/// A value [`push_binary`] read, or `Refused::Malformed`.
+fn or_malformed<T>(value: Option<T>) -> Result<T, Refused> {
+    value.ok_or(Refused::Malformed)
+}
+
+/// Why [`push_binary`] pushed nothing.
+enum Refused {
+    /// A kind it does not read: the driver's decoders do.
+    Other,
+    /// The bytes are not a value of the kind (a wrong width, text that is not UTF-8, a time out
+    /// of range).
+    Malformed,
+}
+
 /// The common binary values, each pushed as it is built, with what it takes (by
-/// `window::value_bytes`); `None`, with nothing pushed, for any other kind or for a malformed
-/// value, which the slow path reports.
+/// `window::value_bytes`); nothing is pushed when it refuses.
 #[inline]
-fn push_binary(bytes: &[u8], kind: Kind, out: &mut Vec<Value>) -> Option<usize> {
+fn push_binary(bytes: &[u8], kind: Kind, out: &mut Vec<Value>) -> Result<usize, Refused> {
     match kind {
         Kind::Bool => match bytes {
             [b] => out.push(Value::Bool(*b != 0)),
-            _ => return None,
+            _ => return Err(Refused::Malformed),
         },
         Kind::I2 => out.push(Value::Int(i16::from_be_bytes(exact(bytes)?).into())),
         Kind::I4 => out.push(Value::Int(i32::from_be_bytes(exact(bytes)?).into())),
@@ -117,30 +135,27 @@ fn push_binary(bytes: &[u8], kind: Kind, out: &mut Vec<Value>) -> Option<usize> 
         Kind::F8 => out.push(Value::Float(f64::from_be_bytes(exact(bytes)?))),
         Kind::TimestampTz => {
             let micros = i64::from_be_bytes(exact(bytes)?);
-            let at = PG_EPOCH
-                .checked_add(jiff::SignedDuration::from_micros(micros))
-                .ok()?;
-            out.push(Value::Timestamp(at));
+            let at = PG_EPOCH.checked_add(jiff::SignedDuration::from_micros(micros));
+            out.push(Value::Timestamp(or_malformed(at.ok())?));
         }
         Kind::Text => {
-            let text = std::str::from_utf8(bytes).ok()?;
+            let text = or_malformed(std::str::from_utf8(bytes).ok())?;
             out.push(Value::Text(CompactString::new(text)));
-            return Some(text.len().max(8));
+            return Ok(text.len().max(8));
         }
         Kind::Numeric => {
-            let text = numeric_text(bytes)?;
+            let text = or_malformed(numeric_text(bytes))?;
             let size = text.len().max(8);
             out.push(Value::Decimal(text));
-            return Some(size);
+            return Ok(size);
         }
-        _ => return None,
+        _ => return Err(Refused::Other),
     }
-    Some(8)
+    Ok(8)
 }
 
-/// [`decode_into`] for what the fast path leaves: NULLs, text-format values and the rarer kinds,
-/// through the driver's decoders, and the malformed binary values it refused, as an error
-/// naming the column.
+/// [`decode_into`] for what the fast path leaves (NULLs, text-format values and the rarer
+/// kinds), through the driver's decoders.
 fn decode_slow(
     row: &PgRow,
     i: usize,
@@ -152,40 +167,15 @@ fn decode_slow(
         out.push(Value::Null);
         return Ok(8);
     }
-    if raw.format() == PgValueFormat::Binary
-        && let Some(what) = fast_binary(kind)
-    {
-        return Err(sqlx::Error::ColumnDecode {
-            index: i.to_string(),
-            source: format!("malformed {what} value").into(),
-        });
-    }
     let value = decode_value(raw, i, kind)?;
     let size = super::super::window::value_bytes(&value);
     out.push(value);
     Ok(size)
 }
 
-/// The type name of a kind that [`push_binary`] reads from its binary bytes (so a binary value
-/// it refused is malformed); `None` for the kinds left to the driver.
-fn fast_binary(kind: Kind) -> Option<&'static str> {
-    Some(match kind {
-        Kind::Bool => "BOOL",
-        Kind::I2 => "INT2",
-        Kind::I4 => "INT4",
-        Kind::I8 => "INT8",
-        Kind::F4 => "FLOAT4",
-        Kind::F8 => "FLOAT8",
-        Kind::Numeric => "NUMERIC",
-        Kind::Text => "TEXT",
-        Kind::TimestampTz => "TIMESTAMPTZ",
-        _ => return None,
-    })
-}
-
-/// A binary value of exactly `N` bytes, as an array.
-fn exact<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
-    bytes.try_into().ok()
+/// A binary value of exactly `N` bytes, as an array (any other width is malformed).
+fn exact<const N: usize>(bytes: &[u8]) -> Result<[u8; N], Refused> {
+    bytes.try_into().map_err(|_| Refused::Malformed)
 }
 
 /// Decodes one raw value that is not NULL as `kind`, through the driver's decoders (any
@@ -325,7 +315,8 @@ impl Out<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::numeric_text;
+    use super::{Kind, Refused, numeric_text, push_binary};
+    use crate::row::Value;
 
     fn numeric(weight: i16, sign: u16, dscale: u16, digits: &[u16]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -366,5 +357,95 @@ mod tests {
             numeric_text(&numeric(-1, 0x4000, 1, &[5000])).unwrap(),
             "-0.5"
         );
+    }
+
+    /// What `push_binary` makes of `bytes` as `kind`: the value and its size, or why not.
+    fn read(bytes: &[u8], kind: Kind) -> Result<(Value, usize), &'static str> {
+        let mut out = Vec::new();
+        match push_binary(bytes, kind, &mut out) {
+            Ok(size) => {
+                assert_eq!(out.len(), 1, "one value pushed");
+                Ok((out.remove(0), size))
+            }
+            Err(refused) => {
+                assert!(out.is_empty(), "nothing pushed when refused");
+                Err(match refused {
+                    Refused::Other => "other",
+                    Refused::Malformed => "malformed",
+                })
+            }
+        }
+    }
+
+    #[test]
+    fn binary_values_of_exact_width_are_read_and_any_other_width_is_malformed() {
+        assert_eq!(read(&[0, 0, 0, 7], Kind::I4), Ok((Value::Int(7), 8)));
+        assert_eq!(
+            read(&(-2i16).to_be_bytes(), Kind::I2),
+            Ok((Value::Int(-2), 8))
+        );
+        assert_eq!(
+            read(&i64::MIN.to_be_bytes(), Kind::I8),
+            Ok((Value::Int(i64::MIN), 8))
+        );
+        assert_eq!(read(&[1], Kind::Bool), Ok((Value::Bool(true), 8)));
+        assert_eq!(
+            read(&1.5f64.to_be_bytes(), Kind::F8),
+            Ok((Value::Float(1.5), 8))
+        );
+        for (bytes, kind) in [
+            (&[0u8, 0, 7][..], Kind::I4),
+            (&[0, 0, 0, 0, 7][..], Kind::I4),
+            (&[][..], Kind::I8),
+            (&[0, 1][..], Kind::Bool),
+            (&[0; 4][..], Kind::F8),
+            (&[0; 9][..], Kind::TimestampTz),
+        ] {
+            assert_eq!(read(bytes, kind), Err("malformed"), "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn hostile_binary_text_times_and_decimals_are_malformed_not_read() {
+        // Not UTF-8.
+        assert_eq!(read(&[0xff, 0xfe], Kind::Text), Err("malformed"));
+        // Microseconds past what an instant can hold, either way.
+        assert_eq!(
+            read(&i64::MAX.to_be_bytes(), Kind::TimestampTz),
+            Err("malformed")
+        );
+        assert_eq!(
+            read(&i64::MIN.to_be_bytes(), Kind::TimestampTz),
+            Err("malformed")
+        );
+        // A NUMERIC header claiming more digit groups than it has.
+        assert_eq!(
+            read(&[0, 9, 0, 0, 0, 0, 0, 0], Kind::Numeric),
+            Err("malformed")
+        );
+        // Text longer than the inline limit is read whole, sized by its length.
+        let long = "ü".repeat(40);
+        assert_eq!(
+            read(long.as_bytes(), Kind::Text),
+            Ok((Value::Text(long.as_str().into()), 80))
+        );
+        // The epoch itself.
+        assert_eq!(
+            read(&0i64.to_be_bytes(), Kind::TimestampTz),
+            Ok((Value::Timestamp(super::PG_EPOCH), 8))
+        );
+    }
+
+    #[test]
+    fn kinds_left_to_the_driver_are_refused_as_other() {
+        for kind in [
+            Kind::Uuid,
+            Kind::Json,
+            Kind::Date,
+            Kind::Timestamp,
+            Kind::Bytes,
+        ] {
+            assert_eq!(read(&[0; 16], kind), Err("other"));
+        }
     }
 }
