@@ -242,7 +242,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
     let commits0 = commits(url).await;
     let wal0 = wal(url).await;
-    let index0 = claim_index(url).await;
+    let index0 = claim_indexes(url).await;
     let (own0, busy0) = support::cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = senders
@@ -274,13 +274,18 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     backends_gone(url).await;
     let committed = commits(url).await - commits0;
     let wal1 = wal(url).await;
-    let index1 = claim_index(url).await;
-    let scans = (index1.0 - index0.0).max(1);
-    println!(
-        "    the claim's index (delivery_due): {scans} scans, {:.0} entries read and {:.0} rows fetched per scan",
-        (index1.1 - index0.1) as f64 / scans as f64,
-        (index1.2 - index0.2) as f64 / scans as f64
-    );
+    for ((index, i0), i1) in CLAIM_INDEXES
+        .iter()
+        .zip(&index0)
+        .zip(claim_indexes(url).await)
+    {
+        let scans = (i1.0 - i0.0).max(1);
+        println!(
+            "    the claim's index {index}: {scans} scans, {:.0} entries read and {:.0} rows fetched per scan",
+            (i1.1 - i0.1) as f64 / scans as f64,
+            (i1.2 - i0.2) as f64 / scans as f64
+        );
+    }
     println!(
         "    WAL written: {:.1} MiB ({:.0} bytes per delivery); checkpoints begun meanwhile: {}",
         (wal1.0 - wal0.0) as f64 / 1_048_576.0,
@@ -316,13 +321,16 @@ async fn backends_gone(url: &str) {
 /// One row of `sql`, a statistics query, from a fresh view of the server's statistics: each
 /// backend flushes its counts at most every second (and as it exits), so it is read after the
 /// drain's backends are gone.
-async fn stats(url: &str, sql: &'static str) -> sqlx::postgres::PgRow {
+async fn stats(url: &str, sql: &str) -> sqlx::postgres::PgRow {
     let mut c = PgConnection::connect(url).await.unwrap();
     sqlx::raw_sql("SELECT pg_stat_clear_snapshot()")
         .execute(&mut c)
         .await
         .unwrap();
-    let row = sqlx::query(sql).fetch_one(&mut c).await.unwrap();
+    let row = sqlx::query(AssertSqlSafe(sql.to_string()))
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
     c.close().await.unwrap();
     row
 }
@@ -343,15 +351,25 @@ fn median(xs: &mut [f64]) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// How often the claim's partial index was scanned, and how many entries and rows those scans
-/// read, so far: what the claims walked past.
-async fn claim_index(url: &str) -> (i64, i64, i64) {
-    let row = stats(
-        url,
-        "SELECT idx_scan, idx_tup_read, idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = 'delivery_due'",
-    )
-    .await;
-    (row.get(0), row.get(1), row.get(2))
+/// The claim's two partial indexes: the lanes a claim starts in, and the whole queue it takes
+/// the rest from.
+const CLAIM_INDEXES: [&str; 2] = ["delivery_lane", "delivery_due"];
+
+/// How often each of the claim's partial indexes was scanned, and how many entries and rows those
+/// scans read, so far: what the claims walked past.
+async fn claim_indexes(url: &str) -> Vec<(i64, i64, i64)> {
+    let mut out = Vec::new();
+    for index in CLAIM_INDEXES {
+        let row = stats(
+            url,
+            &format!(
+                "SELECT idx_scan, idx_tup_read, idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = '{index}'"
+            ),
+        )
+        .await;
+        out.push((row.get(0), row.get(1), row.get(2)));
+    }
+    out
 }
 
 /// The server's WAL position in bytes and how many checkpoints it has begun (timed or

@@ -316,14 +316,15 @@ async fn queued(
 /// not.
 async fn claim_plan(store: &Store) -> String {
     let plan = queue::explain_claim(store, Timestamp::now()).await.unwrap();
-    let index = plan
-        .iter()
-        .any(|l| l.contains("Index Scan using delivery_due"));
+    let index = ["delivery_lane", "delivery_due"].iter().all(|index| {
+        plan.iter()
+            .any(|l| l.contains(&format!("Index Scan using {index}")))
+    });
     let sorted = plan.iter().any(|l| l.trim_start().starts_with("->  Sort"));
     match (index, sorted) {
-        (true, false) => "reads the index delivery_due in order".to_string(),
+        (true, false) => "reads the indexes delivery_lane and delivery_due in order".to_string(),
         _ => format!(
-            "does not read delivery_due in order: {}",
+            "does not read delivery_lane and delivery_due in order: {}",
             plan.iter()
                 .map(|l| l.trim().trim_start_matches("->  "))
                 .filter(|l| l.starts_with("Sort  (") || l.contains("Scan on delivery delivery_1"))

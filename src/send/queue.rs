@@ -111,6 +111,10 @@ const CLAIMABLE: &str = "SELECT id FROM delivery
                             AND (s.disabled_at IS NOT NULL OR s.paused_until > $1))
         ORDER BY due_at, id LIMIT $2";
 
+/// Lanes of the queue on PostgreSQL: migration 15 stores each delivery's lane, `id % LANES`,
+/// and indexes pending deliveries by it.
+pub const LANES: u8 = 16;
+
 const CLAIMED_COLUMNS: &str = "id, workspace_id, fencing_token, integration, action, method, url, headers, body, attempts, due_at, expires_at, lease_expires_at, rule_name, fire_id, anchor_at";
 
 // The selection runs exactly once (a MATERIALIZED CTE), so the claim never returns more than the
@@ -129,6 +133,30 @@ fn claim_pg_sql() -> String {
     )
 }
 
+/// The claim of [`claim_spread`] on PostgreSQL: up to `$2` from lane `$4` (oldest due first, read
+/// from `delivery_lane`), then what the lane lacked from the other lanes (oldest due first). The
+/// ids are handed to the update as an array, so it finds them by primary key (the planner cannot
+/// tell how many rows two limited selections return, and would otherwise scan the table).
+fn claim_spread_pg_sql() -> String {
+    let in_lane = CLAIMABLE.replace(
+        "WHERE status = 'pending' AND",
+        "WHERE status = 'pending' AND lane = $4 AND",
+    );
+    let elsewhere = CLAIMABLE
+        .replace(
+            "WHERE status = 'pending' AND",
+            "WHERE status = 'pending' AND lane <> $4 AND",
+        )
+        .replace("LIMIT $2", "LIMIT $2 - (SELECT count(*) FROM from_lane)");
+    format!(
+        "WITH from_lane AS MATERIALIZED ({in_lane} FOR UPDATE SKIP LOCKED),
+              elsewhere AS MATERIALIZED ({elsewhere} FOR UPDATE SKIP LOCKED)
+         UPDATE delivery SET claimed_at = $1, lease_expires_at = $3, fencing_token = fencing_token + 1, attempts = attempts + 1
+         WHERE id = ANY (ARRAY(SELECT id FROM from_lane UNION ALL SELECT id FROM elsewhere))
+         RETURNING {CLAIMED_COLUMNS}"
+    )
+}
+
 // SQLite has one writer at a time (BEGIN IMMEDIATE), so the selection needs no row locks.
 fn claim_sqlite_sql() -> String {
     format!(
@@ -138,28 +166,27 @@ fn claim_sqlite_sql() -> String {
     )
 }
 
-/// The plan the engine chooses for the delivery claim, one line per plan line (nothing is
-/// claimed): a check that the claim reads the partial index over pending deliveries.
+/// The plan the engine chooses for the delivery claim senders run ([`claim_spread`]), one line
+/// per plan line (nothing is claimed): a check that the claim reads the partial indexes over
+/// pending deliveries (on PostgreSQL, a lane's and then the whole queue's).
 pub async fn explain_claim(store: &Store, now: Timestamp) -> Result<Vec<String>, StoreError> {
-    let sql = match store.engine() {
-        Engine::Postgres => format!("EXPLAIN {}", claim_sql(Engine::Postgres)),
-        Engine::Sqlite => format!("EXPLAIN QUERY PLAN {}", claim_sql(Engine::Sqlite)),
-    };
+    let lease_until = DbTime(crate::store::later(now, DEFAULT_LEASE));
     let plan = async {
         let mut tx = store.begin_unscoped(Unscoped::DeliveryClaim).await?;
-        let lines = fetch_all!(
-            &mut tx,
-            &sql,
-            [
-                DbTime(now),
-                DEFAULT_BATCH,
-                DbTime(crate::store::later(now, DEFAULT_LEASE))
-            ],
-            |r| match r.try_get::<String, _>("QUERY PLAN") {
-                Ok(line) => Ok(line),
-                Err(_) => r.try_get::<String, _>("detail"),
-            }
-        )?;
+        let lines = match store.engine() {
+            Engine::Postgres => fetch_all!(
+                &mut tx,
+                &format!("EXPLAIN {}", spread_sql()),
+                [DbTime(now), DEFAULT_BATCH, lease_until, 0_i16],
+                |r| r.try_get::<String, _>("QUERY PLAN")
+            )?,
+            Engine::Sqlite => fetch_all!(
+                &mut tx,
+                &format!("EXPLAIN QUERY PLAN {}", claim_sql(Engine::Sqlite)),
+                [DbTime(now), DEFAULT_BATCH, lease_until],
+                |r| r.try_get::<String, _>("detail")
+            )?,
+        };
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(lines)
     };
@@ -176,6 +203,12 @@ fn claim_sql(engine: Engine) -> &'static str {
     }
 }
 
+/// The lane-first claim statement on PostgreSQL, built once.
+fn spread_sql() -> &'static str {
+    static SPREAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(claim_spread_pg_sql);
+    &SPREAD
+}
+
 /// Claims up to `limit` due deliveries, oldest due first, across workspaces (one of the few
 /// statements that finds work before knowing whose it is).
 pub async fn claim_due(
@@ -184,45 +217,87 @@ pub async fn claim_due(
     limit: i64,
     lease: SignedDuration,
 ) -> Result<Vec<Claimed>, StoreError> {
-    let sql = claim_sql(store.engine());
+    claim(store, now, limit, lease, None).await
+}
+
+/// Claims like [`claim_due`], but on PostgreSQL starts at the head of lane `lane % LANES`: up to
+/// `limit` of that lane's due deliveries, oldest due first, then what it lacked from the rest of
+/// the queue, oldest due first. Concurrent senders that start in different lanes read few of each
+/// other's leases; a lone sender, or a queue shorter than a batch, claims what [`claim_due`]
+/// would. On SQLite (one writer at a time) it is [`claim_due`].
+pub async fn claim_spread(
+    store: &Store,
+    now: Timestamp,
+    limit: i64,
+    lease: SignedDuration,
+    lane: u8,
+) -> Result<Vec<Claimed>, StoreError> {
+    let lane = match store.engine() {
+        Engine::Postgres => Some(i16::from(lane % LANES)),
+        Engine::Sqlite => None,
+    };
+    claim(store, now, limit, lease, lane).await
+}
+
+async fn claim(
+    store: &Store,
+    now: Timestamp,
+    limit: i64,
+    lease: SignedDuration,
+    lane: Option<i16>,
+) -> Result<Vec<Claimed>, StoreError> {
+    let lease_until = DbTime(crate::store::later(now, lease));
     let claimed = async {
         let mut tx = store.begin_unscoped(Unscoped::DeliveryClaim).await?;
-        let rows = fetch_all!(
-            &mut tx,
-            sql,
-            [DbTime(now), limit, DbTime(crate::store::later(now, lease))],
-            |r| Ok(Claimed {
-                id: r.try_get("id")?,
-                workspace: r.try_get("workspace_id")?,
-                token: r.try_get("fencing_token")?,
-                integration: r.try_get("integration")?,
-                action: format!(
-                    "{}.{}",
-                    r.try_get::<String, _>("integration")?,
-                    r.try_get::<String, _>("action")?
-                ),
-                method: r.try_get("method")?,
-                url: r.try_get("url")?,
-                headers: r.try_get("headers")?,
-                body: r.try_get("body")?,
-                attempts: r.try_get("attempts")?,
-                due_at: r.try_get::<DbTime, _>("due_at")?.0,
-                expires_at: r.try_get::<Option<DbTime>, _>("expires_at")?.map(|t| t.0),
-                lease_expires_at: r.try_get::<DbTime, _>("lease_expires_at")?.0,
-                scheduled: match r.try_get::<Option<DbTime>, _>("anchor_at")? {
-                    None => None,
-                    Some(at) => Some(ScheduledSend {
-                        rule: r.try_get("rule_name")?,
-                        fire_id: r.try_get("fire_id")?,
-                        anchor_at: at.0,
-                    }),
-                },
-            })
-        )?;
+        let rows = match lane {
+            None => fetch_all!(
+                &mut tx,
+                claim_sql(store.engine()),
+                [DbTime(now), limit, lease_until],
+                |r| claimed_row(r)
+            )?,
+            Some(lane) => fetch_all!(
+                &mut tx,
+                spread_sql(),
+                [DbTime(now), limit, lease_until, lane],
+                |r| claimed_row(r)
+            )?,
+        };
         tx.commit().await?;
         Ok::<_, sqlx::Error>(rows)
     };
     claimed.await.map_err(|e| store.error(e))
+}
+
+/// A claimed delivery as the claim returns it.
+fn claimed_row(r: &crate::store::StoreRow<'_>) -> Result<Claimed, sqlx::Error> {
+    Ok(Claimed {
+        id: r.try_get("id")?,
+        workspace: r.try_get("workspace_id")?,
+        token: r.try_get("fencing_token")?,
+        integration: r.try_get("integration")?,
+        action: format!(
+            "{}.{}",
+            r.try_get::<String, _>("integration")?,
+            r.try_get::<String, _>("action")?
+        ),
+        method: r.try_get("method")?,
+        url: r.try_get("url")?,
+        headers: r.try_get("headers")?,
+        body: r.try_get("body")?,
+        attempts: r.try_get("attempts")?,
+        due_at: r.try_get::<DbTime, _>("due_at")?.0,
+        expires_at: r.try_get::<Option<DbTime>, _>("expires_at")?.map(|t| t.0),
+        lease_expires_at: r.try_get::<DbTime, _>("lease_expires_at")?.0,
+        scheduled: match r.try_get::<Option<DbTime>, _>("anchor_at")? {
+            None => None,
+            Some(at) => Some(ScheduledSend {
+                rule: r.try_get("rule_name")?,
+                fire_id: r.try_get("fire_id")?,
+                anchor_at: at.0,
+            }),
+        },
+    })
 }
 
 /// How many deliveries each workspace has claimable now, as the claim sees them (the claim's own

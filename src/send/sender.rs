@@ -131,8 +131,16 @@ impl Sender {
     /// Claims one batch and sends it; returns what happened (`claimed == 0`: nothing was due).
     pub async fn step(&self) -> Result<SendReport, StoreError> {
         let now = self.clock.now();
-        let claimed =
-            queue::claim_due(&self.store, now, self.config.batch, self.config.lease).await?;
+        // Each claim starts in a lane of its own choosing, so concurrent senders seldom read
+        // past each other's leases (queue::claim_spread).
+        let claimed = queue::claim_spread(
+            &self.store,
+            now,
+            self.config.batch,
+            self.config.lease,
+            fastrand::u8(..),
+        )
+        .await?;
         let mut report = SendReport {
             claimed: claimed.len() as u64,
             ..SendReport::default()

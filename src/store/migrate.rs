@@ -91,6 +91,12 @@ const MIGRATIONS: &[(i64, &str, &str, &str)] = &[
         include_str!("../../migrations/postgres/0014_attempts_unchecked.sql"),
         include_str!("../../migrations/sqlite/0014_attempts_unchecked.sql"),
     ),
+    (
+        15,
+        "delivery_lanes",
+        include_str!("../../migrations/postgres/0015_delivery_lanes.sql"),
+        include_str!("../../migrations/sqlite/0015_delivery_lanes.sql"),
+    ),
 ];
 
 impl Store {

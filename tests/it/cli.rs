@@ -358,7 +358,7 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
     assert!(
         text(&list)
             .1
-            .contains("not migrated (schema 0 of 14); run `rowfire migrate`"),
+            .contains("not migrated (schema 0 of 15); run `rowfire migrate`"),
         "{}",
         text(&list).1
     );

@@ -24,14 +24,14 @@ async fn migrations_apply_once_and_are_required(url: &str) {
             err,
             StoreError::NotMigrated {
                 have: 0,
-                want: 14,
+                want: 15,
                 ..
             }
         ),
         "{err}"
     );
     assert!(err.to_string().contains("run `rowfire migrate`"));
-    assert_eq!(store.migrate().await.unwrap(), 14);
+    assert_eq!(store.migrate().await.unwrap(), 15);
     assert_eq!(
         store.migrate().await.unwrap(),
         0,

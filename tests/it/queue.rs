@@ -67,16 +67,32 @@ async fn eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery(ur
     assert!(pending > 400, "{pending}");
     const LIMIT: i64 = 25;
     let mut tasks = Vec::new();
-    for _ in 0..8 {
+    // One claims the whole queue oldest first; the others start in lanes, three of them in the
+    // same lane (7, 23 and 7 again) and two in lane 0.
+    let lanes = [
+        None,
+        Some(7),
+        Some(7),
+        Some(23),
+        Some(0),
+        Some(16),
+        Some(3),
+        Some(200),
+    ];
+    for lane in lanes {
         let url = url.to_string();
         tasks.push(tokio::spawn(async move {
             // A store of its own: its own connections, like a separate worker process.
             let store = Store::open(&url).await.unwrap();
             let mut mine = Vec::new();
             loop {
-                let batch = queue::claim_due(&store, now(), LIMIT, queue::DEFAULT_LEASE)
-                    .await
-                    .unwrap();
+                let batch = match lane {
+                    None => queue::claim_due(&store, now(), LIMIT, queue::DEFAULT_LEASE).await,
+                    Some(lane) => {
+                        queue::claim_spread(&store, now(), LIMIT, queue::DEFAULT_LEASE, lane).await
+                    }
+                }
+                .unwrap();
                 assert!(
                     batch.len() as i64 <= LIMIT,
                     "a claim returned {} rows",
@@ -102,6 +118,77 @@ async fn eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery(ur
 on_both_engines!(
     eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery_,
     eight_concurrent_claimers_never_exceed_the_batch_or_share_a_delivery
+);
+
+/// Every pending delivery's (due_at, id), read apart from the claim.
+async fn pending_order(store: &Store) -> Vec<(Timestamp, i64)> {
+    let mut tx = store.begin(WS).await.unwrap();
+    let all = rowfire::outbox::list(&mut tx, WS, &Default::default())
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    let mut pending: Vec<(Timestamp, i64)> = all
+        .into_iter()
+        .filter(|d| d.status == DeliveryStatus::Pending)
+        .map(|d| (d.due_at, d.id))
+        .collect();
+    pending.sort();
+    pending
+}
+
+async fn a_spread_claim_takes_its_lanes_oldest_then_the_oldest_of_the_rest(url: &str) {
+    let (store, total) = pending_deliveries(url).await;
+    let pending = pending_order(&store).await;
+    assert_eq!(pending.len(), total);
+    let postgres = url.starts_with("postgres");
+    // A small batch from lane 5 alone, then one larger than what lane 9 holds.
+    let in_lane = |lane: i64| -> Vec<i64> {
+        pending
+            .iter()
+            .filter(|(_, id)| !postgres || id % 16 == lane)
+            .map(|(_, id)| *id)
+            .collect()
+    };
+    let claimed = queue::claim_spread(&store, now(), 10, queue::DEFAULT_LEASE, 5)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    let mut want: Vec<i64> = in_lane(5).into_iter().take(10).collect();
+    let mut got = ids.clone();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "lane 5's ten oldest");
+    let lane9 = in_lane(9);
+    let limit = lane9.len() as i64 + 7;
+    let claimed = queue::claim_spread(&store, now(), limit, queue::DEFAULT_LEASE, 9 + 16)
+        .await
+        .unwrap();
+    let mut got: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    got.sort_unstable();
+    let mut want: Vec<i64> = if postgres {
+        let rest = pending
+            .iter()
+            .map(|(_, id)| *id)
+            .filter(|id| id % 16 != 9 && !ids.contains(id))
+            .take(7);
+        lane9.into_iter().chain(rest).collect()
+    } else {
+        pending
+            .iter()
+            .map(|(_, id)| *id)
+            .filter(|id| !ids.contains(id))
+            .take(limit as usize)
+            .collect()
+    };
+    want.sort_unstable();
+    assert_eq!(
+        got, want,
+        "all of lane 9, then the seven oldest of the rest"
+    );
+}
+on_both_engines!(
+    a_spread_claim_takes_its_lanes_oldest_then_the_oldest_of_the_rest_,
+    a_spread_claim_takes_its_lanes_oldest_then_the_oldest_of_the_rest
 );
 
 async fn claim(store: &Store, at: Timestamp) -> Vec<Claimed> {
@@ -303,7 +390,8 @@ async fn the_claim_reads_the_partial_index_however_many_deliveries_were_sent() {
         .await
         .unwrap()
         .join("\n");
-    assert!(plan.contains("delivery_due"), "{plan}");
+    assert!(plan.contains("Index Scan using delivery_due"), "{plan}");
+    assert!(!plan.contains("Sort"), "{plan}");
     assert!(!plan.contains("Seq Scan on delivery"), "{plan}");
     let claimed = queue::claim_due(&store, now(), 200, queue::DEFAULT_LEASE)
         .await
@@ -333,7 +421,9 @@ async fn under_the_bypass_the_claim_of_a_large_due_backlog_reads_the_partial_ind
         .await
         .unwrap()
         .join("\n");
-    assert!(plan.contains("delivery_due"), "{plan}");
+    assert!(plan.contains("Index Scan using delivery_lane"), "{plan}");
+    assert!(plan.contains("Index Scan using delivery_due"), "{plan}");
+    assert!(!plan.contains("Sort"), "{plan}");
     assert!(!plan.contains("Seq Scan on delivery"), "{plan}");
 }
 
