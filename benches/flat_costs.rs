@@ -4,8 +4,9 @@
 //! - *claims*: the real poller (`Poller::poll` of a leased trigger) claiming 20,000 new fires
 //!   in batches into an empty ledger, and into one already holding 10,000,000 fires (of other
 //!   rules, seeded with SQL);
-//! - *delivery claims*: `queue::claim_due` of a batch of 200 due deliveries with 100, and with
-//!   10,000,000, finished (sent, failed, dead) deliveries stored beside 10,000 pending ones;
+//! - *delivery claims*: `queue::claim_spread` (as a sender claims) of a batch of 200 due
+//!   deliveries with 100, and with 10,000,000, finished (sent, failed, dead) deliveries stored
+//!   beside 10,000 pending ones;
 //! - *idle tick*: one `Poller::poll_due` that finds nothing due, one `Sender::step` that claims
 //!   nothing and one `queue::next_due`, with 10 and with 1,000 triggers defined, none due;
 //! - *poll*: the real poller's poll of a window holding 1,000 new rows, on a source table of
@@ -417,9 +418,16 @@ async fn delivery_claims(admin: &str, large: i64) -> bool {
         };
         for (store, is_big) in order {
             let started = Instant::now();
-            let claimed = queue::claim_due(store, Clock::system().now(), 200, queue::DEFAULT_LEASE)
-                .await
-                .unwrap();
+            // As a sender claims: starting in a lane (each repetition another).
+            let claimed = queue::claim_spread(
+                store,
+                Clock::system().now(),
+                200,
+                queue::DEFAULT_LEASE,
+                rep as u8,
+            )
+            .await
+            .unwrap();
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             assert_eq!(claimed.len(), 200, "a full batch is due");
             if is_big {
