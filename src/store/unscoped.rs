@@ -52,10 +52,22 @@ impl Store {
     /// workspace, and the work that follows re-enters that workspace through [`Store::begin`].
     pub(crate) async fn begin_unscoped(&self, why: Unscoped) -> Result<StoreTx, sqlx::Error> {
         tracing::trace!(?why, "unscoped control-plane transaction");
-        let bypass = why
-            .bypasses()
-            .then_some("set_config('app.bypass_rls', 'on', true)");
-        self.begin_tx(matches!(why, Unscoped::Look | Unscoped::Workspaces), bypass)
-            .await
+        // The delivery claim has one good plan: ordered index scans that stop at the batch. A
+        // lane's size is not known to the planner (its column keeps no statistics), and with a
+        // small guess it would collect the lane's rows through a bitmap and sort them all; both
+        // are turned off for that transaction only.
+        let settings = match why {
+            Unscoped::DeliveryClaim => Some(
+                "set_config('app.bypass_rls', 'on', true), set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
+            ),
+            _ => why
+                .bypasses()
+                .then_some("set_config('app.bypass_rls', 'on', true)"),
+        };
+        self.begin_tx(
+            matches!(why, Unscoped::Look | Unscoped::Workspaces),
+            settings,
+        )
+        .await
     }
 }
