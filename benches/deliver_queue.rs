@@ -24,8 +24,8 @@
 //! After every phase it checks that each delivery is `sent` and arrived exactly once at the
 //! receiver (counted by the `webhook-id` header, which carries the delivery's id): 0 lost,
 //! 0 duplicates, nothing received that is not marked sent, one attempt recorded per delivery.
-//! Each drain also prints the CPU time of this process (senders and receiver) and of the rest of
-//! the machine (PostgreSQL), from `/proc`, the transactions PostgreSQL committed for it
+//! Each drain also prints the CPU time of the senders, of the receiver's thread and of the rest
+//! of the machine (PostgreSQL), from `/proc`, the transactions PostgreSQL committed for it
 //! (`pg_stat_database.xact_commit`), the WAL it wrote and what PostgreSQL's backends waited on.
 //! It fails unless 16 workers drain at least 5,000 deliveries/s and every p99 is under 250 ms.
 //!
@@ -236,7 +236,7 @@ async fn sample_waits(
 
 /// Drains every due delivery with `workers` senders at once; seconds and the summed report.
 /// Prints what PostgreSQL's backends waited on meanwhile (sampled every 20 ms).
-async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f64) {
+async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, Cpu) {
     let senders = senders(url, key, workers).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
@@ -244,6 +244,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     let wal0 = wal(url).await;
     let index0 = claim_indexes(url).await;
     let (own0, busy0) = support::cpu_seconds();
+    let receiver0 = support::thread_cpu_seconds(support::receiver::THREAD);
     let started = Instant::now();
     let tasks: Vec<_> = senders
         .into_iter()
@@ -260,6 +261,7 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
     }
     let secs = started.elapsed().as_secs_f64();
     let (own1, busy1) = support::cpu_seconds();
+    let receiving = support::thread_cpu_seconds(support::receiver::THREAD) - receiver0;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (waits, samples, connections) = sampler.await.unwrap();
     let shown: Vec<String> = waits
@@ -296,7 +298,20 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, f64, f
         "    transactions committed: {committed} ({:.1} deliveries per commit)",
         total.sent as f64 / committed.max(1) as f64
     );
-    (secs, total, own1 - own0, (busy1 - busy0) - (own1 - own0))
+    let cpu = Cpu {
+        senders: own1 - own0 - receiving,
+        receiver: receiving,
+        rest: (busy1 - busy0) - (own1 - own0),
+    };
+    (secs, total, cpu)
+}
+
+/// CPU seconds a drain took: the senders (this process but the receiver), the receiver's thread,
+/// and the rest of the machine (mostly PostgreSQL).
+struct Cpu {
+    senders: f64,
+    receiver: f64,
+    rest: f64,
 }
 
 /// Waits (up to 5 s) until no other connection to the database at `url` is open: a backend
@@ -621,7 +636,7 @@ async fn main() {
                 SignedDuration::ZERO,
             )
             .await;
-            let (secs, report, own, rest) = drain(&url, &key, workers).await;
+            let (secs, report, cpu) = drain(&url, &key, workers).await;
             let rate = drained as f64 / secs;
             println!(
                 "round {}: drain, {workers:>2} worker(s): {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",
@@ -632,10 +647,14 @@ async fn main() {
                 report.finished_unsent
             );
             println!(
-                "    CPU: this process (senders, receiver) {own:.1} s, the rest of the machine (mostly PostgreSQL) {rest:.1} s, of {:.1} s on {} cores; {:.0} us a delivery",
+                "    CPU: senders {:.1} s, receiver {:.1} s, the rest of the machine (mostly PostgreSQL) {:.1} s, of {:.1} s on {} cores; {:.0} us a delivery ({:.0} without the receiver)",
+                cpu.senders,
+                cpu.receiver,
+                cpu.rest,
                 secs * cores() as f64,
                 cores(),
-                (own + rest) * 1e6 / drained as f64
+                (cpu.senders + cpu.receiver + cpu.rest) * 1e6 / drained as f64,
+                (cpu.senders + cpu.rest) * 1e6 / drained as f64
             );
             failed |= !check(&url, &receiver, drained).await;
             rates[at].push(rate);

@@ -138,6 +138,28 @@ pub fn init_logging() {
         .init();
 }
 
+/// CPU seconds (user and system) spent so far by this process's threads named `name`.
+pub fn thread_cpu_seconds(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let fields: Vec<f64> = after_name
+                .split_whitespace()
+                .map(|f| f.parse().unwrap_or(0.0))
+                .collect();
+            (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
+        })
+        .sum()
+}
+
 /// CPU seconds used so far by this process, and by the whole machine (every core, busy time).
 pub fn cpu_seconds() -> (f64, f64) {
     let ticks = 100.0; // USER_HZ

@@ -13,6 +13,9 @@ pub struct Tally {
     pub without_id: u64,
 }
 
+/// The name of the receiver's thread, to tell its CPU time from the senders'.
+pub const THREAD: &str = "receiver";
+
 /// An HTTP endpoint on 127.0.0.1, on a thread and runtime of its own as a separate process would
 /// be, that counts each request by its `webhook-id` and answers 200 at once.
 pub struct Receiver {
@@ -27,31 +30,35 @@ impl Receiver {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let tally = Arc::new(Mutex::new(Tally::default()));
         let counted = tally.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let app = axum::Router::new().fallback(move |headers: HeaderMap, _body: Bytes| {
-                    let counted = counted.clone();
-                    async move {
-                        let id = headers
-                            .get("webhook-id")
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(|v| v.parse::<i64>().ok());
-                        let mut t = counted.lock().unwrap();
-                        match id {
-                            Some(id) => *t.by_id.entry(id).or_default() += 1,
-                            None => t.without_id += 1,
-                        }
-                        StatusCode::OK
-                    }
+        let spawned = std::thread::Builder::new()
+            .name(THREAD.into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let app =
+                        axum::Router::new().fallback(move |headers: HeaderMap, _body: Bytes| {
+                            let counted = counted.clone();
+                            async move {
+                                let id = headers
+                                    .get("webhook-id")
+                                    .and_then(|v| v.to_str().ok())
+                                    .and_then(|v| v.parse::<i64>().ok());
+                                let mut t = counted.lock().unwrap();
+                                match id {
+                                    Some(id) => *t.by_id.entry(id).or_default() += 1,
+                                    None => t.without_id += 1,
+                                }
+                                StatusCode::OK
+                            }
+                        });
+                    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                    axum::serve(listener, app).await.unwrap();
                 });
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app).await.unwrap();
             });
-        });
+        spawned.unwrap();
         Receiver { url, tally }
     }
 
