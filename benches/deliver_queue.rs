@@ -236,7 +236,13 @@ async fn sample_waits(
 
 /// Drains every due delivery with `workers` senders at once; seconds and the summed report.
 /// Prints what PostgreSQL's backends waited on meanwhile (sampled every 20 ms).
-async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, Cpu) {
+async fn drain(
+    url: &str,
+    key: &str,
+    workers: usize,
+    receiver: &Receiver,
+    expected: u64,
+) -> (f64, SendReport, Cpu) {
     let senders = senders(url, key, workers).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
@@ -245,14 +251,35 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, Cpu) {
     let index0 = claim_indexes(url).await;
     let (own0, busy0) = support::cpu_seconds();
     let receiver0 = support::thread_cpu_seconds(support::receiver::THREAD);
+    let received0 = receiver.received();
     let started = Instant::now();
     let tasks: Vec<_> = senders
         .into_iter()
         .map(|s| tokio::spawn(async move { s.drain().await.unwrap() }))
         .collect();
+    // While the senders work, note when the receiver has seen a tenth and nine tenths of the
+    // backlog: the middle of the drain, apart from its start (pools, connections, the first
+    // claims) and its end (the last batches finishing).
+    let joined = futures_util::future::join_all(tasks);
+    tokio::pin!(joined);
+    let (mut tenth, mut nine_tenths) = (None, None);
+    let results = loop {
+        tokio::select! {
+            results = &mut joined => break results,
+            () = tokio::time::sleep(Duration::from_millis(5)) => {
+                let seen = (receiver.received() - received0) * 10;
+                if seen >= expected {
+                    tenth.get_or_insert(started.elapsed());
+                }
+                if seen >= expected * 9 {
+                    nine_tenths.get_or_insert(started.elapsed());
+                }
+            }
+        }
+    };
     let mut total = SendReport::default();
-    for t in tasks {
-        let r = t.await.unwrap();
+    for r in results {
+        let r = r.unwrap();
         total.claimed += r.claimed;
         total.sent += r.sent;
         total.waiting += r.waiting;
@@ -260,6 +287,14 @@ async fn drain(url: &str, key: &str, workers: usize) -> (f64, SendReport, Cpu) {
         total.stale += r.stale;
     }
     let secs = started.elapsed().as_secs_f64();
+    if let (Some(a), Some(b)) = (tenth, nine_tenths) {
+        let (a, b) = (a.as_secs_f64(), b.as_secs_f64());
+        println!(
+            "    phases: the first tenth in {a:.2} s, the middle eight tenths at {:.0} deliveries/s, the last tenth in {:.2} s",
+            (expected * 8) as f64 / 10.0 / (b - a).max(1e-9),
+            secs - b
+        );
+    }
     let (own1, busy1) = support::cpu_seconds();
     let receiving = support::thread_cpu_seconds(support::receiver::THREAD) - receiver0;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -636,7 +671,7 @@ async fn main() {
                 SignedDuration::ZERO,
             )
             .await;
-            let (secs, report, cpu) = drain(&url, &key, workers).await;
+            let (secs, report, cpu) = drain(&url, &key, workers, &receiver, drained as u64).await;
             let rate = drained as f64 / secs;
             println!(
                 "round {}: drain, {workers:>2} worker(s): {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",

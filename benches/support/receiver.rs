@@ -11,6 +11,8 @@ use axum::http::{HeaderMap, StatusCode};
 pub struct Tally {
     pub by_id: HashMap<i64, u32>,
     pub without_id: u64,
+    /// Every request, with a `webhook-id` or without.
+    pub received: u64,
 }
 
 /// The name of the receiver's thread, to tell its CPU time from the senders'.
@@ -47,6 +49,7 @@ impl Receiver {
                                     .and_then(|v| v.to_str().ok())
                                     .and_then(|v| v.parse::<i64>().ok());
                                 let mut t = counted.lock().unwrap();
+                                t.received += 1;
                                 match id {
                                     Some(id) => *t.by_id.entry(id).or_default() += 1,
                                     None => t.without_id += 1,
@@ -60,6 +63,11 @@ impl Receiver {
             });
         spawned.unwrap();
         Receiver { url, tally }
+    }
+
+    /// Requests arrived since the last [`Receiver::take`].
+    pub fn received(&self) -> u64 {
+        self.tally.lock().unwrap().received
     }
 
     /// What arrived since the last call.
