@@ -138,6 +138,21 @@ pub fn init_logging() {
         .init();
 }
 
+/// Clock ticks a second in `/proc` (USER_HZ).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds (user and system) in a `/proc/…/stat` file: a process's or one thread's.
+fn stat_cpu_seconds(path: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<f64> = after_name
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / TICKS
+}
+
 /// CPU seconds (user and system) spent so far by this process's threads named `name`.
 pub fn thread_cpu_seconds(name: &str) -> f64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -148,29 +163,13 @@ pub fn thread_cpu_seconds(name: &str) -> f64 {
         .filter(|t| {
             std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
         })
-        .map(|t| {
-            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-            let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            let fields: Vec<f64> = after_name
-                .split_whitespace()
-                .map(|f| f.parse().unwrap_or(0.0))
-                .collect();
-            (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / 100.0
-        })
+        .map(|t| stat_cpu_seconds(&t.path().join("stat")))
         .sum()
 }
 
 /// CPU seconds used so far by this process, and by the whole machine (every core, busy time).
 pub fn cpu_seconds() -> (f64, f64) {
-    let ticks = 100.0; // USER_HZ
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<f64> = after_name
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let own = (fields.get(11).unwrap_or(&0.0) + fields.get(12).unwrap_or(&0.0)) / ticks;
+    let own = stat_cpu_seconds(std::path::Path::new("/proc/self/stat"));
     let machine = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let cpu: Vec<f64> = machine
         .lines()
@@ -181,6 +180,6 @@ pub fn cpu_seconds() -> (f64, f64) {
         .map(|f| f.parse().unwrap_or(0.0))
         .collect();
     let idle = cpu.get(3).unwrap_or(&0.0) + cpu.get(4).unwrap_or(&0.0);
-    let busy = (cpu.iter().take(8).sum::<f64>() - idle) / ticks;
+    let busy = (cpu.iter().take(8).sum::<f64>() - idle) / TICKS;
     (own, busy)
 }

@@ -32,7 +32,7 @@ impl Receiver {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let tally = Arc::new(Mutex::new(Tally::default()));
         let counted = tally.clone();
-        let spawned = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(THREAD.into())
             .spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
@@ -60,8 +60,8 @@ impl Receiver {
                     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                     axum::serve(listener, app).await.unwrap();
                 });
-            });
-        spawned.unwrap();
+            })
+            .unwrap();
         Receiver { url, tally }
     }
 
