@@ -34,7 +34,10 @@
   function editor() {
     var form = $("trigger-editor"), sql = $("sql"), verdict = $("guard-verdict");
     if (!form || !sql || !verdict) return;
-    var timer = null, seq = 0;
+    // typedAt: when the last keystroke came; each verdict shown records in data-ms how long after
+    // it (debounce, request and rendering), the delay the person typing waits.
+    var timer = null, seq = 0, typedAt = 0;
+    function shown() { verdict.dataset.ms = String(Math.round(performance.now() - typedAt)); }
     function columns(list) {
       var body = $("output-columns").querySelector("tbody");
       body.textContent = "";
@@ -66,16 +69,17 @@
       post(form.dataset.checkUrl, picked).then(function (res) {
         if (mine !== seq) return;
         var v = res.body;
-        if (!res.ok) { verdict.dataset.state = "refused"; verdict.className = "verdict refused"; verdict.textContent = problem(res); return; }
+        if (!res.ok) { verdict.dataset.state = "refused"; verdict.className = "verdict refused"; verdict.textContent = problem(res); shown(); return; }
         verdict.dataset.state = v.ok ? "ok" : "refused";
         verdict.className = "verdict " + verdict.dataset.state;
         verdict.textContent = v.ok ? "The guard admits this query; it returns " + v.columns.length + " column(s)." : v.reason;
         sql.setAttribute("aria-invalid", v.ok ? "false" : "true");
         if (v.ok) columns(v.columns);
         if (v.ok && v.planned_sql && $("planned-sql")) $("planned-sql").textContent = v.planned_sql;
+        shown();
       }).catch(function () { if (mine === seq) verdict.textContent = "Could not reach the server to check."; });
     }
-    sql.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(check, 250); });
+    sql.addEventListener("input", function () { typedAt = performance.now(); clearTimeout(timer); timer = setTimeout(check, 250); });
     ["clock", "key"].forEach(function (id) { if ($(id)) $(id).addEventListener("change", check); });
   }
 
