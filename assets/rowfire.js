@@ -34,10 +34,10 @@
   function editor() {
     var form = $("trigger-editor"), sql = $("sql"), verdict = $("guard-verdict");
     if (!form || !sql || !verdict) return;
-    // typedAt: when the last keystroke came; each verdict shown records in data-ms how long after
-    // it (debounce, request and rendering), the delay the person typing waits.
-    var timer = null, seq = 0, typedAt = 0;
-    function shown() { verdict.dataset.ms = String(Math.round(performance.now() - typedAt)); }
+    // editedAt: the last keystroke or change of clock or key; each verdict shown records in data-ms
+    // how long after it (debounce, request and rendering), the delay the person editing waits.
+    var timer = null, seq = 0, editedAt = 0;
+    function shown() { verdict.dataset.ms = String(Math.round(performance.now() - editedAt)); }
     function columns(list) {
       var body = $("output-columns").querySelector("tbody");
       body.textContent = "";
@@ -61,6 +61,7 @@
       var mine = ++seq;
       if (!sql.value.trim()) { verdict.dataset.state = "empty"; verdict.className = "verdict empty"; verdict.textContent = "Type a SELECT; it is checked as you type."; return; }
       verdict.dataset.state = "pending"; verdict.className = "verdict pending"; verdict.textContent = "Checking…";
+      delete verdict.dataset.ms;
       var picked = { sql: sql.value, source: form.dataset.source };
       if ($("clock") && $("clock").value) {
         picked.clock = $("clock").value;
@@ -79,8 +80,8 @@
         shown();
       }).catch(function () { if (mine === seq) verdict.textContent = "Could not reach the server to check."; });
     }
-    sql.addEventListener("input", function () { typedAt = performance.now(); clearTimeout(timer); timer = setTimeout(check, 250); });
-    ["clock", "key"].forEach(function (id) { if ($(id)) $(id).addEventListener("change", check); });
+    sql.addEventListener("input", function () { editedAt = performance.now(); clearTimeout(timer); timer = setTimeout(check, 250); });
+    ["clock", "key"].forEach(function (id) { if ($(id)) $(id).addEventListener("change", function () { editedAt = performance.now(); check(); }); });
   }
 
   // Buttons that POST to the API and say what happened (run now, promote, demote, rewind).
