@@ -395,12 +395,6 @@ async fn commits(url: &str) -> i64 {
     .get(0)
 }
 
-/// The median of `xs` (sorted in place).
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
 /// The claim's two partial indexes: the lanes a claim starts in, and the whole queue it takes
 /// the rest from.
 const CLAIM_INDEXES: [&str; 2] = ["delivery_lane", "delivery_due"];
@@ -698,7 +692,7 @@ async fn main() {
     if only.is_some() {
         return;
     }
-    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    let medians: Vec<f64> = rates.iter().map(|r| support::median(r)).collect();
     for (workers, (median, all)) in counts.iter().zip(medians.iter().zip(&rates)) {
         let all: Vec<String> = all.iter().map(|r| format!("{r:.0}")).collect();
         println!(
@@ -747,7 +741,7 @@ async fn main() {
         println!("ratio Rowfire / graphile-worker: not measured (the peer did not run)");
     } else {
         let shown: Vec<String> = peers.iter().map(|r| format!("{r:.0}")).collect();
-        let peer = median(&mut peers);
+        let peer = support::median(&peers);
         println!(
             "graphile-worker 0.16.6, concurrency {PEER_CONCURRENCY}: median {peer:.0} jobs/s over {} rounds ({})",
             shown.len(),

@@ -70,24 +70,18 @@ async fn count(url: &str, text: &str) -> Option<i64> {
         .map(|r| r.get(0))
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// A side of a pair as printed: its median and the range of its repetitions, which shows a
 /// stall that only some repetitions hit (for example a 40 ms wait for a delayed ACK).
 fn spread(v: &[f64]) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("median {:.2} ms ({lo:.2} to {hi:.2})", median(v))
+    format!("median {:.2} ms ({lo:.2} to {hi:.2})", support::median(v))
 }
 
 /// Prints a pair (median and range of each side) and whether the large one's median is within
 /// 1.5x of the small one's.
 fn pair(what: &str, small: (&str, &[f64]), large: (&str, &[f64])) -> bool {
-    let ratio = median(large.1) / median(small.1);
+    let ratio = support::median(large.1) / support::median(small.1);
     let met = ratio <= 1.5;
     println!(
         "{what}: {} {}; {} {}; ratio {ratio:.2}x (target <= 1.5x: {})",
@@ -364,8 +358,8 @@ async fn claims(admin: &str, large: i64) -> bool {
     );
     println!(
         "claims: {CLAIMED} new fires, batched: empty ledger {:.0} fires/s; ledger of {large} fires {:.0} fires/s",
-        CLAIMED as f64 / (median(&s) / 1000.0),
-        CLAIMED as f64 / (median(&b) / 1000.0)
+        CLAIMED as f64 / (support::median(&s) / 1000.0),
+        CLAIMED as f64 / (support::median(&b) / 1000.0)
     );
     pair(
         "claims of 20,000 new fires (poll time)",

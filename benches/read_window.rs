@@ -244,16 +244,16 @@ rules:
         assert_eq!(streamed, ROWS as u64);
         streams.push(started.elapsed().as_secs_f64());
     }
-    let (cursor_secs, stream_secs) = (median(&mut cursors), median(&mut streams));
+    let (cursor_secs, stream_secs) = (support::median(&cursors), support::median(&streams));
     println!(
         "the ordered window, decoding nothing: a cursor fetched 10,000 rows at a time {cursor_secs:.2} s, one streamed statement {stream_secs:.2} s (medians; PostgreSQL materialises each FETCH before sending it)"
     );
 
     let report = last_report.expect("at least one round");
     let (rowfire_secs, reader_secs, plain_secs) = (
-        median(&mut backtests),
-        median(&mut readers),
-        median(&mut floors),
+        support::median(&backtests),
+        support::median(&readers),
+        support::median(&floors),
     );
 
     // What gathering costs: the whole window in memory at once.
@@ -317,10 +317,4 @@ fn cpu_since(before: (f64, f64)) -> String {
         "CPU: here {mine:.2} s, rest {:.2} s",
         (busy - before.1) - mine
     )
-}
-
-/// The median of `xs` (sorted in place).
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }

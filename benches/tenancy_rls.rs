@@ -179,16 +179,6 @@ fn binds_as_claimed(side: Side, seen: i64, all: i64) -> bool {
     ok
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
-
 async fn source_data(admin: &str, now: Timestamp) -> String {
     let url = support::fresh_database(admin, SOURCE).await;
     let mut c = PgConnection::connect(&url).await.unwrap();
@@ -416,7 +406,7 @@ fn verdict(what: &str, n: i64, secs: &[(Side, f64)]) -> bool {
             .join(", ")
     };
     let (off, on) = (rates(Side::Off), rates(Side::On));
-    let (m_off, m_on) = (median(off.clone()), median(on.clone()));
+    let (m_off, m_on) = (support::median(&off), support::median(&on));
     let ratio = m_on / m_off;
     println!("{what}/s  off: {} (median {m_off:.0})", list(&off));
     println!("{what}/s  on:  {} (median {m_on:.0})", list(&on));

@@ -183,3 +183,15 @@ pub fn cpu_seconds() -> (f64, f64) {
     let busy = (cpu.iter().take(8).sum::<f64>() - idle) / TICKS;
     (own, busy)
 }
+
+/// The median of `xs` (the mean of the two middle values when their number is even).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
