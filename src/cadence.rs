@@ -207,6 +207,7 @@ impl Cadence {
             }
             Cadence::OncePerN { n: 1 } => format!("every occurrence per {key}"),
             Cadence::OncePerN { n } => {
+                let n = u64::from(*n);
                 format!("occurrences 1, {}, {} … per {key}", n + 1, 2 * n + 1)
             }
             Cadence::Anchored(a) => {

@@ -303,12 +303,25 @@ impl fmt::Display for Problems {
 
 fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> String {
     let known: Vec<&str> = known.collect();
+    let name = quoted(name);
     if known.is_empty() {
-        format!("unknown {what} \"{name}\"; none are defined")
+        format!("unknown {what} {name}; none are defined")
+    } else {
+        format!("unknown {what} {name}; known {what}s: {}", known.join(", "))
+    }
+}
+
+/// A value from the file as a problem shows it: quoted when it is short and made only of
+/// characters a name or a setting uses, else described by its length alone. A DSN, a token or
+/// a password pasted into the wrong key is never echoed into output and logs.
+pub(crate) fn quoted(value: &str) -> String {
+    let plain = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if value.chars().count() <= 40 && value.chars().all(plain) {
+        format!("\"{value}\"")
     } else {
         format!(
-            "unknown {what} \"{name}\"; known {what}s: {}",
-            known.join(", ")
+            "a text of {} characters (not shown, as it may hold a secret)",
+            value.chars().count()
         )
     }
 }

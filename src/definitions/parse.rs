@@ -102,6 +102,14 @@ impl Cx {
         }
     }
 
+    /// An optional `description`: text, where an empty one means none.
+    fn description(&mut self, m: &Mapping, path: &str) -> Option<String> {
+        match m.get("description") {
+            Some(Yaml::String(s)) if s.trim().is_empty() => None,
+            _ => self.string(m, "description", path, false),
+        }
+    }
+
     fn positive(&mut self, m: &Mapping, key: &str, path: &str, max: u64) -> Option<u64> {
         let v = m.get(key)?;
         match v.as_u64() {
@@ -360,8 +368,11 @@ impl Cx {
         if let Some(ms) = self.positive(m, "statement_timeout_ms", path, max_ms) {
             def.statement_timeout = Duration::from_millis(ms);
         }
-        if let Some(rows) = self.positive(m, "max_rows", path, limits::MAX_PAGE_ROWS) {
-            def.page_size = rows as usize;
+        // `max_rows` is read as the page size: Rowfire pages and never truncates, so a larger
+        // value (written for a reader that stopped at it) means "large pages" and is held to the
+        // largest page Rowfire reads at once.
+        if let Some(rows) = self.positive(m, "max_rows", path, u64::MAX) {
+            def.page_size = rows.min(limits::MAX_PAGE_ROWS) as usize;
         }
         def.allow_functions = self.allow_functions(m, path);
         def
@@ -446,7 +457,7 @@ impl Cx {
         let poll_interval = self.duration(m, "poll_interval", &path, interval, max);
         let (lookback, max) = (DEFAULT_LOOKBACK, limits::MAX_LOOKBACK);
         let lookback = self.duration(m, "lookback", &path, lookback, max);
-        let description = self.string(m, "description", &path, false);
+        let description = self.description(m, &path);
         Some(Trigger {
             name: name.to_string(),
             description,

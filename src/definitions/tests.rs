@@ -234,6 +234,61 @@ rules:
 }
 
 #[test]
+fn a_version_2_max_rows_above_the_largest_page_and_an_empty_description_are_accepted() {
+    let doc = GOOD
+        .replace("max_rows: 500", "max_rows: 500000")
+        .replace(
+            "description: A card payment was declined",
+            "description: \"\"",
+        )
+        .replace("description: Open a ticket", "description: ''");
+    let defs = parse(&doc).unwrap();
+    // Rowfire pages and never truncates: a larger max_rows is read as the largest page.
+    let src = defs.source(DEFAULT_SOURCE).unwrap();
+    assert_eq!(src.page_size as u64, limits::MAX_PAGE_ROWS);
+    assert_eq!(defs.trigger("declined_charge").unwrap().description, None);
+    assert_eq!(defs.rule("billing_ticket").unwrap().description, None);
+    let zero = GOOD.replace("max_rows: 500", "max_rows: 0");
+    assert!(parse(&zero).is_err(), "a page of no rows is refused");
+}
+
+#[test]
+fn an_anchored_rule_refuses_a_cadence_beside_it_and_a_lead_its_look_ahead_cannot_reach() {
+    let doc = r#"
+version: 2
+triggers:
+  meeting: { sql: "SELECT id, starts_at, updated_at FROM meetings", event_time: updated_at, key: id }
+rules:
+  reminder:
+    trigger: meeting
+    period: week
+    n: 3
+    anchor: { column: starts_at, lead: 1d }
+"#;
+    let problems = parse(doc).unwrap_err().to_string();
+    for expected in [
+        "rules.reminder.period: a rule with `anchor` is time-anchored; remove `period`",
+        "rules.reminder.n: a rule with `anchor` is time-anchored; remove `n`",
+        "rules.reminder.anchor.look_ahead: must be longer than the lead (1d)",
+    ] {
+        assert!(problems.contains(expected), "{expected}\n{problems}");
+    }
+    let reachable = doc
+        .replace("    period: week\n    n: 3\n", "")
+        .replace("lead: 1d", "lead: 1d, look_ahead: 25h");
+    assert!(parse(&reachable).is_ok());
+}
+
+#[test]
+fn a_huge_once_per_n_is_described_without_overflow() {
+    let c = Cadence::OncePerN { n: u32::MAX };
+    assert_eq!(
+        c.describe(&["id".to_string()]),
+        "occurrences 1, 4294967296, 8589934591 … per id"
+    );
+}
+
+#[test]
 fn invalid_yaml_is_one_problem_not_a_panic() {
     let p = parse("version: [2\n").unwrap_err().0;
     assert_eq!(p.len(), 1);
@@ -332,4 +387,35 @@ fn a_broken_integration_or_cap_is_reported_with_its_path() {
         token.message.contains("set-credential alerts token") && !token.message.contains("xoxb"),
         "{token:?}"
     );
+}
+
+#[test]
+fn a_credential_inside_auth_or_pasted_where_a_setting_goes_is_refused_without_being_echoed() {
+    let secret = "xoxb-S3cretTokenValue";
+    let inside = WITH_INTEGRATIONS.replace(
+        "auth: { kind: header, header: X-Api-Key }",
+        &format!("auth: {{ kind: header, header: X-Api-Key, token: {secret} }}"),
+    );
+    let problems = parse(&inside).unwrap_err().to_string();
+    assert!(
+        problems
+            .contains("integrations.crm.auth.token: credentials never go in the definitions file"),
+        "{problems}"
+    );
+    let pasted = [
+        WITH_INTEGRATIONS.replace(
+            "auth: { kind: header, header: X-Api-Key }",
+            &format!("auth: \"Bearer {secret}\""),
+        ),
+        WITH_INTEGRATIONS.replace(
+            "    event_time: at\n",
+            &format!("    event_time: at\n    source: \"postgres://app:{secret}@db/prod\"\n"),
+        ),
+        WITH_INTEGRATIONS.replace("timeout_ms: 2000", &format!("timeout_ms: \"{secret}\"")),
+    ];
+    for doc in pasted {
+        let problems = parse(&doc).unwrap_err().to_string();
+        assert!(!problems.contains("S3cret"), "{problems}");
+        assert!(problems.contains("not shown"), "{problems}");
+    }
 }

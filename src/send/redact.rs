@@ -342,13 +342,16 @@ impl Secrets {
     }
 
     /// `text` redacted, then cut to at most `limit` bytes (on a character boundary); if it was
-    /// cut, a secret's beginning that ends the cut text is hidden too.
+    /// longer than `limit` (cut here, or perhaps already where it was read), a secret's
+    /// beginning that ends the cut text is hidden too.
     pub fn redact_and_cut(&self, text: &str, limit: usize) -> String {
         let redacted = self.redact(text);
-        if redacted.len() <= limit {
+        // Judged on the text as given: whole secrets masked may shrink a text the reader cut
+        // (mid-secret) under the limit, and its end must still be looked at.
+        if text.len() <= limit {
             return redacted;
         }
-        let mut end = limit;
+        let mut end = limit.min(redacted.len());
         while !redacted.is_char_boundary(end) {
             end -= 1;
         }
@@ -496,6 +499,26 @@ mod tests {
             short,
             "an uncut text keeps its ending"
         );
+    }
+
+    #[test]
+    fn whole_secrets_that_shrink_a_read_cut_answer_under_the_limit_leave_no_prefix_at_its_end() {
+        let long: String = (0..1000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let limit = 4096;
+        // As the reader keeps it: eight whole echoes, then the ninth cut after 166 bytes.
+        let mut text = String::from("[");
+        while text.len() + long.len() + 3 < 2 * limit {
+            text.push_str(&format!("\"{long}\","));
+        }
+        text.push('"');
+        text.push_str(&long[..2 * limit - text.len()]);
+        assert_eq!(text.len(), 2 * limit);
+        let cut = redact_and_cut(&text, limit, std::slice::from_ref(&long));
+        assert!(cut.len() <= limit, "{}", cut.len());
+        assert!(!cut.contains(&long[..8]), "{cut}");
+        assert!(cut.ends_with(&format!("\"{MASK}")), "{cut}");
     }
 
     #[test]

@@ -46,11 +46,6 @@ fn every_oversized_number_in_the_definitions_is_refused_with_its_maximum() {
             "source.statement_timeout_ms: statement_timeout_ms may be at most 3600000",
         ),
         (
-            "  max_rows: 10000\n",
-            "  max_rows: 18446744073709551615\n",
-            "source.max_rows: max_rows may be at most 100000",
-        ),
-        (
             "    period: week\n",
             "    period: week\n    expire_after: 100000d\n",
             "rules.billing_ticket.expire_after: expire_after may be at most 366d",

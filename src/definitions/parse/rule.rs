@@ -38,6 +38,17 @@ impl Cx {
                     );
                 }
             }
+            // Nor inside `auth`, which names only the kind of credential and where it goes.
+            if let Some(Yaml::Mapping(auth)) = m.get_mut("auth") {
+                for key in CREDENTIAL_KEYS {
+                    if auth.remove(*key).is_some() {
+                        self.problem(
+                            format!("{path}.auth.{key}"),
+                            format!("credentials never go in the definitions file; remove it and run `rowfire integrations set-credential {name} {key}` (the value is stored encrypted)"),
+                        );
+                    }
+                }
+            }
         }
         let m = self.mapping(&without_secrets, &path, INTEGRATION_KEYS)?;
         let mut given = m.clone();
@@ -98,7 +109,7 @@ impl Cx {
             Err(e) => {
                 self.problem(
                     path,
-                    format!("{e} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)"),
+                    format!("{} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)", without_values(&e.to_string())),
                 );
                 None
             }
@@ -239,7 +250,7 @@ impl Cx {
             },
         };
         let cadence = self.cadence(m, &path, timezone.clone().unwrap_or(TimeZone::UTC));
-        let description = self.string(m, "description", &path, false);
+        let description = self.description(m, &path);
         let actions = self.bindings(m, &path, integrations);
         let expire_after = self.optional_duration(m, "expire_after", &path, MAX_WINDOW);
         let frequency_cap = self.frequency_cap(m, &path);
@@ -286,11 +297,19 @@ impl Cx {
         let period = self.string(m, "period", path, false);
         let n = m.get("n");
         if let Some(anchor) = m.get("anchor") {
-            if policy.is_some() {
-                self.problem(
-                    format!("{path}.policy"),
-                    "a rule with `anchor` is time-anchored; remove `policy`",
-                );
+            // A time-anchored rule sends once per anchor instant; a cadence beside it would
+            // be silently ignored, so each is an error.
+            for (key, present) in [
+                ("policy", policy.is_some()),
+                ("period", period.is_some()),
+                ("n", n.is_some_and(|v| !v.is_null())),
+            ] {
+                if present {
+                    self.problem(
+                        format!("{path}.{key}"),
+                        format!("a rule with `anchor` is time-anchored; remove `{key}`"),
+                    );
+                }
             }
             return self
                 .anchor(anchor, &format!("{path}.anchor"))
@@ -395,6 +414,19 @@ impl Cx {
                 true
             }
         };
+        // A sweep reads anchors up to `look_ahead` ahead, so an anchor is first seen at most
+        // that long before it: a send `lead` before it must fall inside that window, or it
+        // would already be late when first seen.
+        if lead >= look_ahead {
+            self.problem(
+                format!("{path}.look_ahead"),
+                format!(
+                    "must be longer than the lead ({}): anchors are read only {} ahead, so every send would be late when first seen; raise look_ahead above the lead or shorten the lead",
+                    limits::shown(lead),
+                    limits::shown(look_ahead)
+                ),
+            );
+        }
         Some(Anchor {
             column: column?,
             lead,
@@ -405,4 +437,27 @@ impl Cx {
             recheck,
         })
     }
+}
+
+/// A deserializer's message without the values it quotes: a `"…"` is a value from the file (a
+/// token written where a setting goes, say) and is never shown; a `` `…` `` names a field or a
+/// variant and is shown where [`crate::definitions::quoted`] would show it.
+fn without_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find(['"', '`']) {
+        let mark = &rest[open..open + 1];
+        let Some(len) = rest[open + 1..].find(mark) else {
+            break;
+        };
+        let inner = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..open]);
+        match crate::definitions::quoted(inner).strip_prefix('"') {
+            Some(_) if mark == "`" => out.push_str(&format!("`{inner}`")),
+            _ => out.push_str("a value (not shown)"),
+        }
+        rest = &rest[open + 2 + len..];
+    }
+    out.push_str(rest);
+    out
 }

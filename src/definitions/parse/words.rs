@@ -101,7 +101,7 @@ pub(super) fn yaml_text(v: &Yaml) -> String {
         Yaml::Null => "nothing".into(),
         Yaml::Bool(b) => b.to_string(),
         Yaml::Number(n) => n.to_string(),
-        Yaml::String(s) => format!("\"{s}\""),
+        Yaml::String(s) => crate::definitions::quoted(s),
         Yaml::Sequence(_) => "a list".into(),
         Yaml::Mapping(_) => "a mapping".into(),
         Yaml::Tagged(t) => format!("a tagged value {}", t.tag),
