@@ -15,7 +15,7 @@ use crate::schedule::upcoming::{self, ScheduledSend};
 use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
 use crate::store::WorkspaceId;
-use crate::store::{Store, fetch_all};
+use crate::store::{Store, StoreError, fetch_all};
 
 /// What the ledger and the source say about one key of one rule.
 #[derive(Debug, Clone)]
@@ -99,15 +99,26 @@ pub struct Question<'a> {
     pub now: Timestamp,
 }
 
+/// Why a question could not be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum WhyError {
+    /// The question names no such rule (or the rule's trigger is missing).
+    #[error("{0}")]
+    Question(String),
+    /// The control plane could not be read.
+    #[error(transparent)]
+    ControlPlane(#[from] StoreError),
+}
+
 /// Explains a key of a rule, reading fires from the ledger and recent rows from the trigger's
-/// source.
+/// source. A source that cannot be read is reported in the explanation, not as an error.
 pub async fn why(
     store: &Store,
     workspace: &WorkspaceId,
     defs: &Definitions,
     q: Question<'_>,
     dsn: &DsnResolver,
-) -> Result<Explanation, String> {
+) -> Result<Explanation, WhyError> {
     let Question {
         rule: rule_name,
         key: typed_key,
@@ -116,14 +127,15 @@ pub async fn why(
     } = q;
     let (rule, trigger) = defs
         .rule_and_trigger(rule_name)
-        .map_err(|e| e.to_string())?;
-    let mut tx = store.begin(workspace).await.map_err(|e| e.to_string())?;
+        .map_err(|e| WhyError::Question(e.to_string()))?;
+    let failed = |e: sqlx::Error| WhyError::ControlPlane(store.error(e));
+    let mut tx = store.begin(workspace).await?;
     let mut fires = Vec::new();
     let mut key = key_candidates(typed_key)[0].clone();
     for candidate in key_candidates(typed_key) {
         let found = ledger::fires(&mut tx, workspace, rule_name, Some(&candidate))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(failed)?;
         if !found.is_empty() {
             key = candidate;
             fires = found;
@@ -136,7 +148,7 @@ pub async fn why(
         [workspace, rule_name, &key],
         |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(failed)?;
     let sends = match rule.cadence {
         cadence::Cadence::Anchored(_) => {
             let q = upcoming::Query {
@@ -146,12 +158,12 @@ pub async fn why(
             };
             let found = upcoming::sends(&mut tx, workspace, &q)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(failed)?;
             Some(found)
         }
         _ => None,
     };
-    tx.rollback().await.map_err(|e| e.to_string())?;
+    tx.rollback().await.map_err(failed)?;
 
     let mut explanation = Explanation {
         rule: rule.name.clone(),

@@ -120,10 +120,14 @@ fn host_of(headers: &HeaderMap) -> Option<String> {
 
 fn strip_port(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
-        // [::1]:8000 → [::1]
-        return rest
-            .find(']')
-            .map_or(authority, |end| &authority[..end + 2]);
+        // [::1]:8000 → [::1]; anything else after the bracket (`[::1]evil.com`) is kept, so the
+        // host is not one this server answers for.
+        return match rest.find(']') {
+            Some(end) if rest[end + 1..].is_empty() || rest[end + 1..].starts_with(':') => {
+                &authority[..end + 2]
+            }
+            _ => authority,
+        };
     }
     authority.rsplit_once(':').map_or(authority, |(h, _)| h)
 }
@@ -225,5 +229,8 @@ mod tests {
         assert_eq!(strip_port("[::1]:8000"), "[::1]");
         assert_eq!(strip_port("[::1]"), "[::1]");
         assert_eq!(strip_port("example.com"), "example.com");
+        assert_eq!(strip_port("[::1]evil.com"), "[::1]evil.com");
+        assert_eq!(strip_port("[::1]evil.com:80"), "[::1]evil.com:80");
+        assert!(!host_allowed(strip_port("[::1]evil.com"), &[]));
     }
 }

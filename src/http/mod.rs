@@ -115,10 +115,18 @@ pub fn metrics_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `GET /metrics`: the queue depth read now, and what this process counted.
+/// `GET /metrics`: the queue depth read now, and what this process counted. Both cover every
+/// workspace this process serves, so only a caller acting in the server's own workspace may
+/// read them: a tenant's token sees no other tenant's rules, triggers or counts.
 async fn metrics(
     axum::extract::State(state): axum::extract::State<AppState>,
+    caller: guard::Caller,
 ) -> error::ApiResult<impl axum::response::IntoResponse> {
+    if caller.workspace != state.workspace {
+        return Err(error::ApiError::forbidden(
+            "/metrics covers every workspace this process serves; read it without a token on loopback, or with a token of the server's own workspace",
+        ));
+    }
     let depth = crate::send::queue::depth(&state.store, state.clock.now()).await?;
     state.metrics.set_queue_depth(depth);
     Ok((

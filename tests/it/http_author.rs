@@ -9,6 +9,7 @@ use rowfire::source::Source;
 use rowfire::store::{WorkspaceId, workspace};
 use rowfire::token;
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 use crate::served::{Served, Setup, json};
 use crate::support::now;
@@ -424,6 +425,23 @@ async fn why_explains_a_key_and_refuses_a_missing_key_or_an_unknown_rule() {
     assert_eq!(body["error"]["field"], "days");
     let (status, _) = json(s.get("/api/rules/nope/why?key=1")).await;
     assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn why_answers_a_control_plane_failure_as_a_server_error_without_the_drivers_words() {
+    let (s, made, _dir) = demo_server().await;
+    let mut db = sqlx::SqliteConnection::connect(&made.control_plane_url)
+        .await
+        .unwrap();
+    sqlx::raw_sql("DROP TABLE occurrence_count")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let (status, body) = json(s.get("/api/rules/billing_ticket/why?key=1")).await;
+    assert_eq!(status, 500, "{body}");
+    let text = body.to_string();
+    assert!(!text.contains("occurrence_count"), "{text}");
+    assert!(!text.contains("no such table"), "{text}");
 }
 
 #[tokio::test]

@@ -121,6 +121,43 @@ async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_
 }
 
 #[tokio::test]
+async fn metrics_which_cover_every_workspace_are_refused_to_another_workspaces_token() {
+    let s = Served::sqlite(Setup {
+        beyond_loopback: true,
+        ..Setup::default()
+    })
+    .await;
+    let acme = WorkspaceId::parse("acme").unwrap();
+    workspace::create(&s.store, &acme, "Acme", "UTC")
+        .await
+        .unwrap();
+    let (_, tenant) = token::create(&s.store, &acme, "ci", s.clock.now())
+        .await
+        .unwrap();
+    let (_, own) = token::create(&s.store, &WorkspaceId::DEFAULT, "ops", s.clock.now())
+        .await
+        .unwrap();
+    let tenant = format!("Bearer {tenant}");
+    let refused = s
+        .get("/metrics")
+        .header("authorization", tenant.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    let body = refused.text().await.unwrap();
+    assert!(!body.contains("rowfire_"), "{body}");
+    let own = format!("Bearer {own}");
+    let read = s.get("/metrics").header("authorization", own.as_str());
+    let read = read.send().await.unwrap();
+    assert_eq!(read.status().as_u16(), 200);
+    assert_eq!(
+        s.get("/metrics").send().await.unwrap().status().as_u16(),
+        401
+    );
+}
+
+#[tokio::test]
 async fn a_stored_token_is_only_its_hash() {
     let s = Served::sqlite(Setup::default()).await;
     let (_, text) = token::create(&s.store, &WorkspaceId::DEFAULT, "ops", s.clock.now())

@@ -315,7 +315,10 @@ pub async fn explain(
         &dsns,
     )
     .await
-    .map_err(ApiError::invalid)?;
+    .map_err(|e| match e {
+        crate::explanation::WhyError::Question(m) => ApiError::invalid(m),
+        crate::explanation::WhyError::ControlPlane(e) => ApiError::from(e),
+    })?;
     Ok(WhyOut {
         rule: name.to_string(),
         key: key.to_string(),
