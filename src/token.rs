@@ -102,6 +102,21 @@ pub async fn list(store: &Store, workspace: &WorkspaceId) -> Result<Vec<Token>, 
     Ok(rows)
 }
 
+/// Whether the workspace's token `id` is still live (known and not revoked): what a long-lived
+/// response, such as the activity stream, checks as it goes on.
+pub async fn is_live(store: &Store, workspace: &WorkspaceId, id: &str) -> Result<bool, StoreError> {
+    let mut tx = store.begin(workspace).await?;
+    let found = fetch_all!(
+        &mut tx,
+        "SELECT id FROM api_token WHERE workspace_id = $1 AND id = $2 AND revoked_at IS NULL",
+        [workspace, id],
+        |r| r.try_get::<String, _>("id")
+    )
+    .map_err(|e| store.error(e))?;
+    tx.rollback().await.map_err(|e| store.error(e))?;
+    Ok(!found.is_empty())
+}
+
 /// Revokes a token of the workspace: from the next request on it grants nothing. Revoking one
 /// already revoked keeps its first revocation time.
 pub async fn revoke(

@@ -92,11 +92,8 @@ pub(crate) async fn demo(
     println!();
     println!("Open {url} to watch it: Activity fills in as the worker polls. ctrl-c stops it.");
     let stop = super::serve::stop_on_signal();
-    let server = rowfire::http::serve_router(
-        listener,
-        rowfire::ui::app(state),
-        super::serve::until(stop.clone()),
-    );
+    let ending = state.stop_when(super::serve::until(stop.clone()));
+    let server = rowfire::http::serve_router(listener, rowfire::ui::app(state), ending);
     // The poller sweeps the reminders into the queue; the sender delivers them when due.
     let sender = made.sender(clock.clone()).with_metrics(metrics);
     let sending = sender.run_until(stop.clone());

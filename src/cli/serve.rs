@@ -122,7 +122,8 @@ pub(crate) async fn serve(
     );
     println!("Rowfire is serving {url}  (ctrl-c stops it)");
     let stop = stop_on_signal();
-    let server = http::serve_router(listener, rowfire::ui::app(state), until(stop.clone()));
+    let ending = state.stop_when(until(stop.clone()));
+    let server = http::serve_router(listener, rowfire::ui::app(state), ending);
     match worker {
         Some(worker) => {
             println!("The worker runs beside it.");

@@ -48,6 +48,9 @@ pub struct Shared {
     pub egress: Result<Policy, String>,
     /// The counters and histograms `/metrics` shows.
     pub metrics: Arc<Metrics>,
+    /// Turns true when the server stops: long-lived responses (the activity stream) then end,
+    /// so a graceful stop does not wait on them.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::ops::Deref for AppState {
@@ -76,7 +79,21 @@ impl AppState {
             master_key: config.master_key.clone(),
             egress: config.egress.clone(),
             metrics,
+            stopping: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// `stop`, after which the state's long-lived responses end: the future to give
+    /// [`serve_router`] for a router built on this state.
+    pub fn stop_when(
+        &self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let state = self.clone();
+        async move {
+            stop.await;
+            state.stopping.send_replace(true);
+        }
     }
 }
 

@@ -280,20 +280,39 @@ pub async fn stream(
         halted: None,
         first: true,
     };
-    let events = futures_util::stream::unfold(feed, |mut feed| async move {
-        if !feed.first {
-            tokio::time::sleep(EVERY).await;
+    // The stream ends when the server stops, and when the token that opened it is revoked.
+    let stopping = state.stopping.subscribe();
+    let token = caller.token.clone();
+    let events = futures_util::stream::unfold(feed, move |mut feed| {
+        let (mut stopping, token) = (stopping.clone(), token.clone());
+        async move {
+            if !feed.first {
+                tokio::select! {
+                    () = tokio::time::sleep(EVERY) => {}
+                    _ = stopping.wait_for(|s| *s) => return None,
+                }
+            }
+            if *stopping.borrow() {
+                return None;
+            }
+            if let Some(id) = &token
+                && !crate::token::is_live(&feed.store, &feed.ws, id)
+                    .await
+                    .unwrap_or(true)
+            {
+                return None;
+            }
+            feed.first = false;
+            let events = match feed.tick().await {
+                Ok(events) => events,
+                Err(e) => vec![
+                    Event::default()
+                        .event("error")
+                        .data(serde_json::json!({ "message": e.message }).to_string()),
+                ],
+            };
+            Some((futures_util::stream::iter(events.into_iter().map(Ok)), feed))
         }
-        feed.first = false;
-        let events = match feed.tick().await {
-            Ok(events) => events,
-            Err(e) => vec![
-                Event::default()
-                    .event("error")
-                    .data(serde_json::json!({ "message": e.message }).to_string()),
-            ],
-        };
-        Some((futures_util::stream::iter(events.into_iter().map(Ok)), feed))
     })
     .flatten();
     Ok(Sse::new(events).keep_alive(KeepAlive::default()))

@@ -7,6 +7,7 @@ use reqwest::Method;
 use rowfire::clock::Clock;
 use rowfire::demo;
 use rowfire::store::WorkspaceId;
+use rowfire::token;
 use serde_json::Value;
 
 use crate::http_operator::{polled, text};
@@ -247,4 +248,45 @@ fn the_openapi_document_names_every_operator_route_with_its_method() {
         paths["/api/integrations/{name}/credentials/{credential}"]["get"].is_null(),
         "no route reads a credential back"
     );
+}
+
+#[tokio::test]
+async fn the_activity_stream_ends_when_its_token_is_revoked_and_when_the_server_stops() {
+    let s = Served::sqlite(Setup {
+        beyond_loopback: true,
+        ..Setup::default()
+    })
+    .await;
+    let (made, text) = token::create(&s.store, &WorkspaceId::DEFAULT, "ops", s.clock.now())
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {text}");
+    let mut response = s
+        .get("/activity/stream")
+        .header("authorization", bearer.as_str())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    token::revoke(&s.store, &WorkspaceId::DEFAULT, &made.id, s.clock.now())
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = response.chunk().await {}
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the stream goes on after its token was revoked"
+    );
+
+    let mut s = Served::sqlite(Setup::default()).await;
+    let mut response = s.get("/activity/stream").send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    s.stop();
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(_)) = response.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream holds a stopping server open");
 }

@@ -83,12 +83,13 @@ impl Served {
             metrics,
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let ending = state.stop_when(async move {
+            let _ = stopped.await;
+        });
         tokio::spawn(http::serve_router(
             listener,
             rowfire::ui::app(state),
-            async move {
-                let _ = stopped.await;
-            },
+            ending,
         ));
         let _ = rustls::crypto::ring::default_provider().install_default();
         #[expect(
@@ -126,6 +127,15 @@ impl Served {
         self.request(reqwest::Method::POST, path)
             .header("content-type", "application/json")
             .body(body.to_string())
+    }
+}
+
+impl Served {
+    /// Stops the server as a signal would: requests in flight finish, streams end.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
