@@ -123,15 +123,20 @@ pub fn render(
     };
     let path = template::url::render_url(&action.path, &full, Some(&inline))?;
     let url = target::join(&integration.spec.base_url, &path)?;
+    target::at_most("URL", url.len(), target::MAX_URL)?;
+    target::at_most("recipient", recipient.len(), target::MAX_RECIPIENT)?;
     let headers = serde_json::to_value(&action.headers).unwrap_or_default();
     let headers = template::render(&headers, &full)?;
     target::check_headers(&headers)?;
+    let body = template::render(&action.body, &full)?;
+    let size = serde_json::to_vec(&body).map_or(usize::MAX, |b| b.len());
+    target::at_most("body", size, target::MAX_BODY)?;
     Ok(Request {
         recipient,
         method: action.method.clone(),
         url,
         headers,
-        body: template::render(&action.body, &full)?,
+        body,
     })
 }
 

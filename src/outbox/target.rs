@@ -39,6 +39,39 @@ pub enum RenderError {
         /// The header's name.
         name: String,
     },
+    /// A rendered part is larger than a request may carry.
+    #[error(
+        "the rendered {what} is {size} bytes, more than the {max} a request may carry, so it was not sent (a row value is too large for its place: select less of it in the trigger's SQL, or use it elsewhere in the template)"
+    )]
+    TooLarge {
+        /// Which part: `URL`, `body`, `recipient` or `value of header NAME`.
+        what: String,
+        /// Its size.
+        size: usize,
+        /// The most it may be.
+        max: usize,
+    },
+}
+
+/// The longest rendered URL (many servers refuse longer ones).
+pub const MAX_URL: usize = 8 * 1024;
+/// The longest rendered header value.
+pub const MAX_HEADER_VALUE: usize = 8 * 1024;
+/// The largest rendered body, as JSON.
+pub const MAX_BODY: usize = 1024 * 1024;
+/// The longest rendered recipient.
+pub const MAX_RECIPIENT: usize = 1024;
+
+/// `size` of `what`, refused past `max`.
+pub fn at_most(what: &str, size: usize, max: usize) -> Result<(), RenderError> {
+    if size > max {
+        return Err(RenderError::TooLarge {
+            what: what.to_string(),
+            size,
+            max,
+        });
+    }
+    Ok(())
 }
 
 fn url_error(what: impl Into<String>) -> RenderError {
@@ -138,11 +171,23 @@ pub fn check_headers(headers: &serde_json::Value) -> Result<(), RenderError> {
         return Ok(());
     };
     for (name, value) in map {
-        if let Some(text) = value.as_str()
-            && text.chars().any(|c| c.is_control() && c != '\t')
-        {
+        // A value that is not text is sent as its JSON, which is checked the same way.
+        let json;
+        let text = match value.as_str() {
+            Some(text) => text,
+            None => {
+                json = value.to_string();
+                &json
+            }
+        };
+        if text.chars().any(|c| c.is_control() && c != '\t') {
             return Err(RenderError::Header { name: name.clone() });
         }
+        at_most(
+            &format!("value of header {name}"),
+            text.len(),
+            MAX_HEADER_VALUE,
+        )?;
     }
     Ok(())
 }
@@ -150,6 +195,22 @@ pub fn check_headers(headers: &serde_json::Value) -> Result<(), RenderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_header_value_that_is_not_text_is_checked_as_the_json_it_is_sent_as() {
+        let del = serde_json::json!({ "X-Meta": { "note": "a\u{7f}b" } });
+        assert!(matches!(
+            check_headers(&del),
+            Err(RenderError::Header { name }) if name == "X-Meta"
+        ));
+        let long = serde_json::json!({ "X-Meta": ["x".repeat(MAX_HEADER_VALUE)] });
+        assert!(matches!(
+            check_headers(&long),
+            Err(RenderError::TooLarge { .. })
+        ));
+        let fine = serde_json::json!({ "X-Meta": { "n": 1 }, "X-Text": "plain\ttab" });
+        assert!(check_headers(&fine).is_ok());
+    }
 
     fn what(base: &str, path: &str) -> String {
         match join(base, path) {

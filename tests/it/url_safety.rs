@@ -285,6 +285,29 @@ async fn a_dot_segment_value_fails_the_delivery_with_the_reason_and_sends_nothin
 }
 
 #[tokio::test]
+async fn a_row_value_too_large_for_the_url_fails_the_delivery_with_the_limit_and_sends_nothing() {
+    let huge = "a".repeat(20_000);
+    let r = run(&[huge.as_str()], Reply::status(200)).await;
+    let deliveries = r.deliveries().await;
+    for action in ["api.note", "bare.raw"] {
+        let d = &deliveries[&("r0".to_string(), action.to_string())];
+        assert_eq!(d.status, DeliveryStatus::Failed, "{action}");
+        let reason = d.reason.as_deref().unwrap();
+        assert!(
+            reason.contains("the rendered URL is") && reason.contains("more than the 8192"),
+            "{reason}"
+        );
+    }
+    let seen = r.receiver.seen();
+    assert!(
+        seen.iter()
+            .all(|s| s.path == "/hooks" || s.path == "/api/flags"),
+        "{:?}",
+        seen.iter().map(|s| s.path.len()).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
 async fn integrations_test_renders_through_the_same_checked_builder() {
     let r = run(&[], Reply::status(200)).await;
     let defs = versions::in_force(&r.store, WS).await.unwrap().unwrap().1;
