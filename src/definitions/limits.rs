@@ -44,6 +44,10 @@ pub const MAX_LEAD_MINUTES: i64 = 60 * 24 * 90;
 pub const MAX_GRACE: SignedDuration = SignedDuration::from_hours(24 * 7);
 /// The longest `statement_timeout_ms` (one hour).
 pub const MAX_STATEMENT_TIMEOUT_MS: u64 = 3_600_000;
+/// The longest name of a trigger, rule, source or integration, in bytes.
+pub const MAX_NAME: usize = 100;
+/// The longest column name a trigger or an anchor names, in bytes (as the HTTP API's).
+pub const MAX_COLUMN_NAME: usize = 128;
 /// The largest `max_rows` (rows per page).
 pub const MAX_PAGE_ROWS: u64 = 100_000;
 

@@ -63,7 +63,21 @@ impl Cx {
             Some(Yaml::Mapping(m)) => m
                 .iter()
                 .filter_map(|(k, v)| match k.as_str() {
+                    Some(name) if name.len() > limits::MAX_NAME => {
+                        self.problem(
+                            format!("{path}.{}", yaml_text(k)),
+                            format!("names may be at most {} characters", limits::MAX_NAME),
+                        );
+                        None
+                    }
                     Some(name) if valid_name(name) => Some((name.to_string(), v)),
+                    None if matches!(k, Yaml::Bool(_) | Yaml::Null) => {
+                        self.problem(
+                            format!("{path}.{}", yaml_text(k)),
+                            "YAML reads this name as a value, not text; quote it (\"true\") or pick another name",
+                        );
+                        None
+                    }
                     _ => {
                         self.problem(
                             format!("{path}.{}", yaml_text(k)),
@@ -198,6 +212,16 @@ impl Cx {
                 }
                 Vec::new()
             }
+            Some(Yaml::String(s)) if s.len() > limits::MAX_COLUMN_NAME => {
+                self.problem(
+                    p,
+                    format!(
+                        "a column name may be at most {} bytes",
+                        limits::MAX_COLUMN_NAME
+                    ),
+                );
+                Vec::new()
+            }
             Some(Yaml::String(s)) if !s.trim().is_empty() => vec![s.clone()],
             Some(Yaml::Sequence(items)) if items.len() > limits::MAX_KEY_COLUMNS => {
                 self.problem(
@@ -217,6 +241,14 @@ impl Cx {
                     .collect();
                 if cols.len() != items.len() || cols.iter().any(|c| c.trim().is_empty()) {
                     self.problem(p, "expected a list of column names");
+                } else if cols.iter().any(|c| c.len() > limits::MAX_COLUMN_NAME) {
+                    self.problem(
+                        p,
+                        format!(
+                            "a column name may be at most {} bytes",
+                            limits::MAX_COLUMN_NAME
+                        ),
+                    );
                 } else if let Some(dup) = cols
                     .iter()
                     .enumerate()

@@ -419,3 +419,55 @@ fn a_credential_inside_auth_or_pasted_where_a_setting_goes_is_refused_without_be
         assert!(problems.contains("not shown"), "{problems}");
     }
 }
+
+#[test]
+fn an_overlong_name_or_column_and_a_name_yaml_reads_as_a_value_are_refused_with_what_to_do() {
+    let long = "a".repeat(limits::MAX_NAME + 1);
+    let doc = GOOD.replace("  first_ever:", &format!("  {long}:"));
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("names may be at most 100 characters"),
+        "{problems}"
+    );
+    let column = "c".repeat(limits::MAX_COLUMN_NAME + 1);
+    let doc = GOOD.replace("key: [account_id]", &format!("key: [{column}]"));
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("a column name may be at most 128 bytes"),
+        "{problems}"
+    );
+    let doc = GOOD.replace("  first_ever:", "  true:");
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(problems.contains("quote it"), "{problems}");
+    let at_most = GOOD.replace("  first_ever:", &format!("  {}:", &long[1..]));
+    assert!(parse(&at_most).is_ok());
+}
+
+#[test]
+fn a_base_url_that_is_not_http_or_holds_a_password_and_a_method_that_is_not_one_are_refused() {
+    for (base, expected) in [
+        ("not a url", "expected an http or https URL"),
+        ("ftp://crm.example.com", "expected an http or https URL"),
+        (
+            "https://bob:pw@crm.example.com/api",
+            "a user name or password in the URL",
+        ),
+    ] {
+        let doc = WITH_INTEGRATIONS.replace(
+            "base_url: https://crm.example.com/api",
+            &format!("base_url: \"{base}\""),
+        );
+        let problems = parse(&doc).unwrap_err().to_string();
+        assert!(
+            problems.contains(&format!("integrations.crm.base_url: {expected}")),
+            "{base}: {problems}"
+        );
+        assert!(!problems.contains("pw@"), "{problems}");
+    }
+    let doc = WITH_INTEGRATIONS.replace("method: POST", "method: \"POST\\r\\nX-Evil: 1\"");
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("integrations.crm.actions.note.method: expected an HTTP method"),
+        "{problems}"
+    );
+}

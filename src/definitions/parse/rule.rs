@@ -92,6 +92,16 @@ impl Cx {
                         "expected milliseconds from 1 to 50000 (a request must finish well inside the 60 s delivery lease)",
                     );
                 }
+                self.base_url(&spec.base_url, &path);
+                for (action, a) in &spec.actions {
+                    let token = |c: char| c.is_ascii_alphabetic() || c == '-';
+                    if a.method.is_empty() || a.method.len() > 16 || !a.method.chars().all(token) {
+                        self.problem(
+                            format!("{path}.actions.{action}.method"),
+                            "expected an HTTP method such as POST, PUT or PATCH",
+                        );
+                    }
+                }
                 if spec
                     .rate_limit
                     .is_some_and(|r| !(0.001..=100_000.0).contains(&r))
@@ -113,6 +123,27 @@ impl Cx {
                 );
                 None
             }
+        }
+    }
+
+    /// An integration's `base_url`: an http or https URL (or the Demo inbox's own), with no
+    /// user name or password in it (credentials are stored apart, never in the definitions).
+    fn base_url(&mut self, base: &str, path: &str) {
+        if base == crate::outbox::INBOX_URL {
+            return;
+        }
+        let problem = match reqwest::Url::parse(base) {
+            Err(_) => Some("expected an http or https URL, e.g. https://api.example.com/v1"),
+            Ok(u) if !matches!(u.scheme(), "http" | "https") || u.host().is_none() => {
+                Some("expected an http or https URL, e.g. https://api.example.com/v1")
+            }
+            Ok(u) if !u.username().is_empty() || u.password().is_some() => Some(
+                "a user name or password in the URL is a credential, and credentials never go in the definitions file; remove it and store it with `rowfire integrations set-credential`",
+            ),
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            self.problem(format!("{path}.base_url"), problem);
         }
     }
 
