@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// The base URL of the built-in Demo inbox.
+pub const INBOX_URL: &str = "inbox://demo";
+
 /// Catalogue entries shipped with Rowfire, as YAML.
 const BUILT_IN: &[&str] = &[
     include_str!("../../catalog/demo_inbox.yaml"),

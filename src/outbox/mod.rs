@@ -25,8 +25,7 @@ pub use target::RenderError;
 /// sender settles them.
 pub type Tally = std::collections::BTreeMap<(String, &'static str), u64>;
 
-/// The base URL of the built-in Demo inbox.
-pub const INBOX_URL: &str = "inbox://demo";
+pub use crate::definitions::catalog::INBOX_URL;
 
 /// A request rendered from a binding and a row, ready to store and (later) to send.
 #[derive(Debug, Clone, PartialEq)]

@@ -129,7 +129,7 @@ impl Cx {
     /// An integration's `base_url`: an http or https URL (or the Demo inbox's own), with no
     /// user name or password in it (credentials are stored apart, never in the definitions).
     fn base_url(&mut self, base: &str, path: &str) {
-        if base == crate::outbox::INBOX_URL {
+        if base == crate::definitions::catalog::INBOX_URL {
             return;
         }
         let problem = match reqwest::Url::parse(base) {
