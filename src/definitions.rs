@@ -311,12 +311,20 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
     }
 }
 
+/// Whether a value from the file may be shown in a problem: at most 40 characters, each a
+/// letter, a digit, `_`, `-` or `.` (a name or a setting, not a DSN or a phrase).
+pub(crate) fn plain(value: &str) -> bool {
+    value.chars().count() <= 40
+        && value
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
 /// A value from the file as a problem shows it: quoted when it is short and made only of
 /// characters a name or a setting uses, else described by its length alone. A DSN, a token or
 /// a password pasted into the wrong key is never echoed into output and logs.
 pub(crate) fn quoted(value: &str) -> String {
-    let plain = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.');
-    if value.chars().count() <= 40 && value.chars().all(plain) {
+    if plain(value) {
         format!("\"{value}\"")
     } else {
         format!(

@@ -19,6 +19,14 @@ mod words;
 
 use words::*;
 
+/// The problem of a column name over [`limits::MAX_COLUMN_NAME`] bytes.
+fn column_too_long() -> String {
+    format!(
+        "a column name may be at most {} bytes",
+        limits::MAX_COLUMN_NAME
+    )
+}
+
 impl Cx {
     fn problem(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.problems.push(Problem {
@@ -213,13 +221,7 @@ impl Cx {
                 Vec::new()
             }
             Some(Yaml::String(s)) if s.len() > limits::MAX_COLUMN_NAME => {
-                self.problem(
-                    p,
-                    format!(
-                        "a column name may be at most {} bytes",
-                        limits::MAX_COLUMN_NAME
-                    ),
-                );
+                self.problem(p, column_too_long());
                 Vec::new()
             }
             Some(Yaml::String(s)) if !s.trim().is_empty() => vec![s.clone()],
@@ -242,13 +244,7 @@ impl Cx {
                 if cols.len() != items.len() || cols.iter().any(|c| c.trim().is_empty()) {
                     self.problem(p, "expected a list of column names");
                 } else if cols.iter().any(|c| c.len() > limits::MAX_COLUMN_NAME) {
-                    self.problem(
-                        p,
-                        format!(
-                            "a column name may be at most {} bytes",
-                            limits::MAX_COLUMN_NAME
-                        ),
-                    );
+                    self.problem(p, column_too_long());
                 } else if let Some(dup) = cols
                     .iter()
                     .enumerate()

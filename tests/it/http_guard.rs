@@ -47,8 +47,9 @@ async fn a_write_from_a_foreign_origin_is_refused_and_one_from_this_server_passe
     assert_eq!(json(read).await.0, 200);
 }
 
-#[tokio::test]
-async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_only() {
+/// A server listening beyond loopback (so every request needs a token) and a second workspace,
+/// `acme`, beside its own.
+async fn beyond_loopback_with_acme() -> (Served, WorkspaceId) {
     let s = Served::sqlite(Setup {
         beyond_loopback: true,
         ..Setup::default()
@@ -58,6 +59,12 @@ async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_
     workspace::create(&s.store, &acme, "Acme", "UTC")
         .await
         .unwrap();
+    (s, acme)
+}
+
+#[tokio::test]
+async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_only() {
+    let (s, acme) = beyond_loopback_with_acme().await;
     let (status, body) = json(s.get("/api/status")).await;
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["error"]["code"], "unauthorized");
@@ -122,15 +129,7 @@ async fn beyond_loopback_a_request_needs_a_live_token_and_acts_in_its_workspace_
 
 #[tokio::test]
 async fn metrics_which_cover_every_workspace_are_refused_to_another_workspaces_token() {
-    let s = Served::sqlite(Setup {
-        beyond_loopback: true,
-        ..Setup::default()
-    })
-    .await;
-    let acme = WorkspaceId::parse("acme").unwrap();
-    workspace::create(&s.store, &acme, "Acme", "UTC")
-        .await
-        .unwrap();
+    let (s, acme) = beyond_loopback_with_acme().await;
     let (_, tenant) = token::create(&s.store, &acme, "ci", s.clock.now())
         .await
         .unwrap();

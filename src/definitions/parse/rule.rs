@@ -27,27 +27,13 @@ impl Cx {
     /// full (`base_url`, `auth`, `actions` …), read by the catalogue's own code.
     pub(super) fn integration(&mut self, name: &str, v: &Yaml) -> Option<IntegrationDef> {
         let path = format!("integrations.{name}");
-        // Credentials never belong in the definitions: say so, and where they go instead.
+        // Credentials never belong in the definitions, at the top or inside `auth` (which names
+        // only the kind of credential and where it goes): say so, and where they go instead.
         let mut without_secrets = v.clone();
         if let Yaml::Mapping(m) = &mut without_secrets {
-            for key in CREDENTIAL_KEYS {
-                if m.remove(*key).is_some() {
-                    self.problem(
-                        format!("{path}.{key}"),
-                        format!("credentials never go in the definitions file; remove it and run `rowfire integrations set-credential {name} {key}` (the value is stored encrypted)"),
-                    );
-                }
-            }
-            // Nor inside `auth`, which names only the kind of credential and where it goes.
+            self.refuse_credentials(m, &path, name);
             if let Some(Yaml::Mapping(auth)) = m.get_mut("auth") {
-                for key in CREDENTIAL_KEYS {
-                    if auth.remove(*key).is_some() {
-                        self.problem(
-                            format!("{path}.auth.{key}"),
-                            format!("credentials never go in the definitions file; remove it and run `rowfire integrations set-credential {name} {key}` (the value is stored encrypted)"),
-                        );
-                    }
-                }
+                self.refuse_credentials(auth, &format!("{path}.auth"), name);
             }
         }
         let m = self.mapping(&without_secrets, &path, INTEGRATION_KEYS)?;
@@ -122,6 +108,18 @@ impl Cx {
                     format!("{} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)", without_values(&e.to_string())),
                 );
                 None
+            }
+        }
+    }
+
+    /// Removes every credential key from `m`, each a problem at `path` saying where it goes.
+    fn refuse_credentials(&mut self, m: &mut Mapping, path: &str, name: &str) {
+        for key in CREDENTIAL_KEYS {
+            if m.remove(*key).is_some() {
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!("credentials never go in the definitions file; remove it and run `rowfire integrations set-credential {name} {key}` (the value is stored encrypted)"),
+                );
             }
         }
     }
@@ -472,7 +470,7 @@ impl Cx {
 
 /// A deserializer's message without the values it quotes: a `"…"` is a value from the file (a
 /// token written where a setting goes, say) and is never shown; a `` `…` `` names a field or a
-/// variant and is shown where [`crate::definitions::quoted`] would show it.
+/// variant and is shown when it is [`crate::definitions::plain`].
 fn without_values(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
@@ -483,9 +481,10 @@ fn without_values(message: &str) -> String {
         };
         let inner = &rest[open + 1..open + 1 + len];
         out.push_str(&rest[..open]);
-        match crate::definitions::quoted(inner).strip_prefix('"') {
-            Some(_) if mark == "`" => out.push_str(&format!("`{inner}`")),
-            _ => out.push_str("a value (not shown)"),
+        if mark == "`" && crate::definitions::plain(inner) {
+            out.push_str(&format!("`{inner}`"));
+        } else {
+            out.push_str("a value (not shown)");
         }
         rest = &rest[open + 2 + len..];
     }
