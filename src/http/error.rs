@@ -250,6 +250,20 @@ impl From<crate::secret::StoredSecretError> for ApiError {
     }
 }
 
+/// The deadline a body missed, if that is why it could not be read.
+fn slow_body<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a super::serve::BodyTooSlow> {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        if let Some(slow) = e.downcast_ref::<super::serve::BodyTooSlow>() {
+            return Some(slow);
+        }
+        at = e.source();
+    }
+    None
+}
+
 /// A JSON body, refused with 400 naming the field at fault (its path) when it does not parse
 /// or has the wrong shape.
 pub struct Body<T>(pub T);
@@ -262,15 +276,21 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body<T>, ApiError> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the body is larger than this server reads (2 MiB)",
-                )
-            })?;
+        let bytes =
+            axum::body::Bytes::from_request(req, state)
+                .await
+                .map_err(|e| match slow_body(&e) {
+                    Some(slow) => ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "too_slow",
+                        format!("{slow}; send it again, all at once"),
+                    ),
+                    None => ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        "the body is larger than this server reads (2 MiB)",
+                    ),
+                })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(value) => Ok(Body(value)),

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use tokio::net::TcpListener;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -22,6 +21,9 @@ pub mod api;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod serve;
+
+pub use serve::{Patience, serve_router, serve_with};
 
 /// The address `rowfire serve` listens on unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8000";
@@ -153,19 +155,4 @@ async fn metrics(
         )],
         state.metrics.encode(),
     ))
-}
-
-/// Serves `app` ([`crate::ui::app`], or [`metrics_router`]) on `listener` until `stop`
-/// resolves; requests in flight then finish.
-pub async fn serve_router(
-    listener: TcpListener,
-    app: Router,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stop)
-    .await
 }

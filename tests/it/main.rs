@@ -21,6 +21,7 @@ mod http_metrics;
 mod http_openapi;
 mod http_operator;
 mod http_pages;
+mod http_patience;
 mod init;
 mod isolation;
 mod leases;
