@@ -376,7 +376,7 @@ fn a_broken_integration_or_cap_is_reported_with_its_path() {
         );
     let problems = parse(&doc).unwrap_err().0;
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
-    assert!(paths.contains(&"integrations.crm"), "{problems:?}");
+    assert!(paths.contains(&"integrations.crm.auth.kind"), "{problems:?}");
     assert!(paths.contains(&"rules.r.frequency_cap.max"), "{problems:?}");
     assert!(paths.contains(&"rules.r.frequency_cap.per"), "{problems:?}");
     let token = problems
@@ -468,6 +468,26 @@ fn a_base_url_that_is_not_http_or_holds_a_password_and_a_method_that_is_not_one_
     let problems = parse(&doc).unwrap_err().to_string();
     assert!(
         problems.contains("integrations.crm.actions.note.method: expected an HTTP method"),
+        "{problems}"
+    );
+}
+
+#[test]
+fn a_wrongly_typed_setting_inside_an_integration_is_reported_at_its_key() {
+    let doc = WITH_INTEGRATIONS.replace(
+        "base_url: https://crm.example.com/api",
+        "base_url: https://crm.example.com/api\n    timeout_ms: \"soon-ish\"",
+    );
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("integrations.crm.timeout_ms: invalid type"),
+        "{problems}"
+    );
+    assert!(!problems.contains("soon-ish"), "{problems}");
+    let doc = WITH_INTEGRATIONS.replace("method: POST", "method: [POST]");
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("integrations.crm.actions.note.method: invalid type"),
         "{problems}"
     );
 }

@@ -68,9 +68,9 @@ impl Cx {
                 given
             }
         };
-        match serde_yaml_ng::from_value::<crate::definitions::catalog::Integration>(Yaml::Mapping(
-            spec,
-        )) {
+        match serde_path_to_error::deserialize::<_, crate::definitions::catalog::Integration>(
+            Yaml::Mapping(spec),
+        ) {
             Ok(spec) => {
                 if !(1..=50_000).contains(&spec.timeout_ms) {
                     self.problem(
@@ -103,9 +103,15 @@ impl Cx {
                 })
             }
             Err(e) => {
+                // The key at fault, when its path is made of plain names (else the integration).
+                let at = e.path().to_string();
+                let named = at
+                    .split('.')
+                    .all(|k| !k.is_empty() && crate::definitions::plain(k));
+                let at = if named { format!("{path}.{at}") } else { path };
                 self.problem(
-                    path,
-                    format!("{} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)", without_values(&e.to_string())),
+                    at,
+                    format!("{} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)", without_values(&e.into_inner().to_string())),
                 );
                 None
             }
