@@ -15,7 +15,7 @@ use crate::schedule::upcoming::{self, ScheduledSend};
 use crate::source::{Source, UnreadableClocks};
 use crate::sql_guard::Window;
 use crate::store::WorkspaceId;
-use crate::store::{Store, StoreError, fetch_all};
+use crate::store::{Store, StoreError};
 
 /// What the ledger and the source say about one key of one rule.
 #[derive(Debug, Clone)]
@@ -142,13 +142,9 @@ pub async fn why(
             break;
         }
     }
-    let occurrences = fetch_all!(
-        &mut tx,
-        "SELECT mode, count FROM occurrence_count WHERE workspace_id = $1 AND rule_name = $2 AND dedup_key = $3 ORDER BY mode",
-        [workspace, rule_name, &key],
-        |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
-    )
-    .map_err(failed)?;
+    let occurrences = ledger::occurrences(&mut tx, workspace, rule_name, &key)
+        .await
+        .map_err(failed)?;
     let sends = match rule.cadence {
         cadence::Cadence::Anchored(_) => {
             let q = upcoming::Query {

@@ -281,6 +281,22 @@ fn fire_row(r: &crate::store::StoreRow<'_>) -> Result<Fire, sqlx::Error> {
     })
 }
 
+/// How many times one rule's key has occurred, by mode (`occurrence_count`): (mode, count), by
+/// mode.
+pub async fn occurrences(
+    tx: &mut StoreTx,
+    workspace: &WorkspaceId,
+    rule: &str,
+    key: &str,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    fetch_all!(
+        tx,
+        "SELECT mode, count FROM occurrence_count WHERE workspace_id = $1 AND rule_name = $2 AND dedup_key = $3 ORDER BY mode",
+        [workspace, rule, key],
+        |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
+    )
+}
+
 /// The dedup keys of `fires` that exist in the workspace, by fire id, in one statement.
 pub async fn keys_of(
     tx: &mut StoreTx,
