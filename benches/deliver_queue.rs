@@ -253,21 +253,39 @@ async fn drain(
     let receiver0 = support::thread_cpu_seconds(support::receiver::THREAD);
     let received0 = receiver.received();
     let started = Instant::now();
+    // Each worker's report and the moment it returned.
     let tasks: Vec<_> = senders
         .into_iter()
-        .map(|s| tokio::spawn(async move { s.drain().await.unwrap() }))
+        .map(|s| {
+            tokio::spawn(async move {
+                let report = s.drain().await.unwrap();
+                (report, started.elapsed())
+            })
+        })
         .collect();
     // While the senders work, note when the receiver has seen a tenth and nine tenths of the
     // backlog: the middle of the drain, apart from its start (pools, connections, the first
     // claims) and its end (the last batches finishing).
-    let joined = futures_util::future::join_all(tasks);
-    tokio::pin!(joined);
-    let (mut tenth, mut nine_tenths) = (None, None);
-    let results = loop {
+    // Also how many the receiver had seen when the first worker returned (the queue was then
+    // empty): what was left is the other workers' claimed batches, the tail of the drain.
+    let mut pending: futures_util::stream::FuturesUnordered<_> = tasks.into_iter().collect();
+    let mut results = Vec::new();
+    let mut at_first_return = None;
+    let (mut first, mut tenth, mut nine_tenths) = (None, None, None);
+    loop {
         tokio::select! {
-            results = &mut joined => break results,
+            done = pending.next() => match done {
+                Some(done) => {
+                    at_first_return.get_or_insert(receiver.received() - received0);
+                    results.push(done);
+                }
+                None => break,
+            },
             () = tokio::time::sleep(Duration::from_millis(5)) => {
                 let seen = (receiver.received() - received0) * 10;
+                if seen > 0 {
+                    first.get_or_insert(started.elapsed());
+                }
                 if seen >= expected {
                     tenth.get_or_insert(started.elapsed());
                 }
@@ -276,10 +294,12 @@ async fn drain(
                 }
             }
         }
-    };
+    }
     let mut total = SendReport::default();
+    let mut returned = Vec::new();
     for r in results {
-        let r = r.unwrap();
+        let (r, at) = r.unwrap();
+        returned.push(at.as_secs_f64());
         total.claimed += r.claimed;
         total.sent += r.sent;
         total.waiting += r.waiting;
@@ -295,6 +315,17 @@ async fn drain(
             secs - b
         );
     }
+    returned.sort_by(f64::total_cmp);
+    let (first_back, last_back) = (
+        returned.first().copied().unwrap_or(f64::NAN),
+        returned.last().copied().unwrap_or(f64::NAN),
+    );
+    let tail = expected.saturating_sub(at_first_return.unwrap_or(0));
+    println!(
+        "    ends: the first delivery arrived after {:.3} s; the workers returned between {first_back:.3} and {last_back:.3} s, the last {tail} deliveries after the first returned, at {:.0}/s",
+        first.map_or(f64::NAN, |f| f.as_secs_f64()),
+        tail as f64 / (last_back - first_back).max(1e-9)
+    );
     let (own1, busy1) = support::cpu_seconds();
     let receiving = support::thread_cpu_seconds(support::receiver::THREAD) - receiver0;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
