@@ -293,7 +293,10 @@ pub async fn occurrences(
         tx,
         "SELECT mode, count FROM occurrence_count WHERE workspace_id = $1 AND rule_name = $2 AND dedup_key = $3 ORDER BY mode",
         [workspace, rule, key],
-        |r| Ok((r.try_get::<String, _>("mode")?, r.try_get::<i64, _>("count")?))
+        |r| Ok((
+            r.try_get::<String, _>("mode")?,
+            r.try_get::<i64, _>("count")?
+        ))
     )
 }
 

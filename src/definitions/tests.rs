@@ -376,7 +376,10 @@ fn a_broken_integration_or_cap_is_reported_with_its_path() {
         );
     let problems = parse(&doc).unwrap_err().0;
     let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
-    assert!(paths.contains(&"integrations.crm.auth.kind"), "{problems:?}");
+    assert!(
+        paths.contains(&"integrations.crm.auth.kind"),
+        "{problems:?}"
+    );
     assert!(paths.contains(&"rules.r.frequency_cap.max"), "{problems:?}");
     assert!(paths.contains(&"rules.r.frequency_cap.per"), "{problems:?}");
     let token = problems
