@@ -250,6 +250,32 @@ impl From<crate::secret::StoredSecretError> for ApiError {
     }
 }
 
+/// Why a body could not be read, as the caller should hear it: too large (413), too slow (408),
+/// or cut off or malformed on the way (400).
+fn body_refusal(e: &axum::extract::rejection::BytesRejection) -> ApiError {
+    use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+    if let Some(slow) = slow_body(e) {
+        return ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "too_slow",
+            format!("{slow}; send it again, all at once"),
+        );
+    }
+    match e {
+        BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) => {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "the body is larger than this server reads (2 MiB)",
+            )
+        }
+        _ => ApiError::invalid(
+            "the body could not be read in full (the connection broke or its encoding is malformed); send it again",
+        )
+        .at("body"),
+    }
+}
+
 /// The deadline a body missed, if that is why it could not be read.
 fn slow_body<'a>(
     e: &'a (dyn std::error::Error + 'static),
@@ -276,21 +302,9 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body<T>, ApiError> {
-        let bytes =
-            axum::body::Bytes::from_request(req, state)
-                .await
-                .map_err(|e| match slow_body(&e) {
-                    Some(slow) => ApiError::new(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "too_slow",
-                        format!("{slow}; send it again, all at once"),
-                    ),
-                    None => ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        "the body is larger than this server reads (2 MiB)",
-                    ),
-                })?;
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| body_refusal(&e))?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(value) => Ok(Body(value)),

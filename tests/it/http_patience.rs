@@ -18,13 +18,27 @@ async fn echo(Body(value): Body<serde_json::Value>) -> axum::Json<serde_json::Va
     axum::Json(value)
 }
 
-/// Serves the echo router with `patience`; the address and a handle that stops it when dropped.
-async fn serve(patience: Patience) -> (String, tokio::sync::oneshot::Sender<()>) {
+/// An answer far larger than the sockets' buffers: its writes wait until the client reads.
+async fn big() -> Vec<u8> {
+    vec![b'x'; 64 * 1024 * 1024]
+}
+
+/// A server under test: its address, what stops it (also when dropped), and its task.
+struct Server {
+    address: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Serves the echo router (and `/big`) with `patience`.
+async fn serve_task(patience: Patience) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let app = Router::new().route("/", axum::routing::post(echo));
+    let app = Router::new()
+        .route("/", axum::routing::post(echo))
+        .route("/big", axum::routing::get(big));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve_with(
+    let task = tokio::spawn(serve_with(
         listener,
         app,
         async move {
@@ -32,14 +46,41 @@ async fn serve(patience: Patience) -> (String, tokio::sync::oneshot::Sender<()>)
         },
         patience,
     ));
-    (address, stop)
+    Server {
+        address,
+        stop,
+        task,
+    }
+}
+
+async fn serve(patience: Patience) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let server = serve_task(patience).await;
+    (server.address, server.stop)
+}
+
+/// Asks for `/big` and reads only the start of the answer, so the server is writing it.
+async fn asked_for_big(address: &str) -> TcpStream {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    socket
+        .write_all(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut start = [0u8; 12];
+    tokio::time::timeout(GIVE_UP, socket.read_exact(&mut start))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&start, b"HTTP/1.1 200");
+    socket
 }
 
 fn quick() -> Patience {
     Patience {
         headers: Duration::from_millis(300),
         body: Duration::from_millis(300),
+        reading: Duration::from_millis(300),
         connections: 16,
+        stopping: Duration::from_millis(300),
     }
 }
 
@@ -147,4 +188,71 @@ async fn requests_in_time_are_answered_on_one_kept_alive_connection() {
             "a request in time was not answered on the same connection: {answer}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_its_answer_does_not_hold_a_stop() {
+    // Only the stalled write can end this connection: the stop itself would wait far longer.
+    let server = serve_task(Patience {
+        stopping: GIVE_UP * 10,
+        ..quick()
+    })
+    .await;
+    let _unread = asked_for_big(&server.address).await;
+    let _ = server.stop.send(());
+    let stopped = tokio::time::timeout(GIVE_UP, server.task).await;
+    assert!(
+        stopped.is_ok(),
+        "the server's stop waited on a client that does not read"
+    );
+}
+
+#[tokio::test]
+async fn a_stop_waits_only_so_long_for_requests_in_flight() {
+    // The answer's writes may wait for ever; the stop gives up after its own patience.
+    let server = serve_task(Patience {
+        reading: GIVE_UP * 10,
+        ..quick()
+    })
+    .await;
+    let _unread = asked_for_big(&server.address).await;
+    let _ = server.stop.send(());
+    let stopped = tokio::time::timeout(GIVE_UP, server.task).await;
+    assert!(
+        stopped.is_ok(),
+        "the server's stop waited on a request in flight beyond its patience"
+    );
+}
+
+#[tokio::test]
+async fn headers_larger_than_the_server_reads_are_refused_431() {
+    let (address, _stop) = serve(Patience::default()).await;
+    let mut socket = TcpStream::connect(&address).await.unwrap();
+    let huge = "a".repeat(rowfire::http::serve::MAX_HEAD + 1024);
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Huge: {huge}\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    // The server may close before reading all of it; what matters is what it answered.
+    let _ = socket.write_all(request.as_bytes()).await;
+    let answer = until_closed(&mut socket).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "oversized headers were not refused: {}",
+        answer.chars().take(200).collect::<String>()
+    );
+}
+
+#[tokio::test]
+async fn a_body_cut_off_or_malformed_is_a_400_not_413() {
+    let (address, _stop) = serve(quick()).await;
+    let mut socket = TcpStream::connect(&address).await.unwrap();
+    socket
+        .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = until_closed(&mut socket).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 400") && answer.contains("could not be read in full"),
+        "a malformed chunked body was not refused as unreadable: {answer}"
+    );
 }
