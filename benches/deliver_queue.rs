@@ -321,10 +321,14 @@ async fn drain(
         returned.last().copied().unwrap_or(f64::NAN),
     );
     let tail = expected.saturating_sub(at_first_return.unwrap_or(0));
+    let tail_rate = match last_back - first_back {
+        spread if spread >= 0.01 && tail > 0 => format!("{:.0}/s", tail as f64 / spread),
+        _ => "n/a".to_string(),
+    };
+    // Times are sampled every 5 ms (the first delivery, the tail's start).
     println!(
-        "    ends: the first delivery arrived after {:.3} s; the workers returned between {first_back:.3} and {last_back:.3} s, the last {tail} deliveries after the first returned, at {:.0}/s",
+        "    ends: the first delivery arrived after {:.3} s; the workers returned between {first_back:.3} and {last_back:.3} s, the last {tail} deliveries after the first returned, at {tail_rate}",
         first.map_or(f64::NAN, |f| f.as_secs_f64()),
-        tail as f64 / (last_back - first_back).max(1e-9)
     );
     let (own1, busy1) = support::cpu_seconds();
     let receiving = support::thread_cpu_seconds(support::receiver::THREAD) - receiver0;

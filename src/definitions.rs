@@ -320,6 +320,39 @@ pub(crate) fn plain(value: &str) -> bool {
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// Where a deserializer's error lies, as a problem path: `path`, then each key of `at` (and the
+/// field a "missing field" message names). `None` when a key is not [`plain`] (it may be a value
+/// pasted where a key goes, and is not echoed) or the place is unknown.
+pub(crate) fn problem_path(
+    path: &str,
+    at: &serde_path_to_error::Path,
+    message: &str,
+) -> Option<String> {
+    use serde_path_to_error::Segment;
+    let mut out = path.to_string();
+    for segment in at {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } if plain(key) => {
+                out.push('.');
+                out.push_str(key);
+            }
+            _ => return None,
+        }
+    }
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    if let Some(field) = missing {
+        if !plain(field) {
+            return None;
+        }
+        out.push('.');
+        out.push_str(field);
+    }
+    Some(out)
+}
+
 /// A value from the file as a problem shows it: quoted when it is short and made only of
 /// characters a name or a setting uses, else described by its length alone. A DSN, a token or
 /// a password pasted into the wrong key is never echoed into output and logs.

@@ -281,8 +281,7 @@ fn fire_row(r: &crate::store::StoreRow<'_>) -> Result<Fire, sqlx::Error> {
     })
 }
 
-/// How many times one rule's key has occurred, by mode (`occurrence_count`): (mode, count), by
-/// mode.
+/// How many times one rule's key has occurred (`occurrence_count`): (mode, count), by mode.
 pub async fn occurrences(
     tx: &mut StoreTx,
     workspace: &WorkspaceId,

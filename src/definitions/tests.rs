@@ -487,10 +487,33 @@ fn a_wrongly_typed_setting_inside_an_integration_is_reported_at_its_key() {
         "{problems}"
     );
     assert!(!problems.contains("soon-ish"), "{problems}");
+    assert!(
+        !problems.contains("a custom integration needs"),
+        "{problems}"
+    );
     let doc = WITH_INTEGRATIONS.replace("method: POST", "method: [POST]");
     let problems = parse(&doc).unwrap_err().to_string();
     assert!(
         problems.contains("integrations.crm.actions.note.method: invalid type"),
         "{problems}"
     );
+    // A missing field is named in the path, with the hint for a custom integration.
+    let doc = WITH_INTEGRATIONS.replace("    base_url: https://crm.example.com/api\n", "");
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("integrations.crm.base_url: missing field `base_url` (a custom integration needs base_url"),
+        "{problems}"
+    );
+    // A key that is not a plain name (a token pasted as a key, say) is not echoed in the path.
+    let pasted = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0";
+    let doc = WITH_INTEGRATIONS.replace(
+        "text: { required: true }",
+        &format!("\"{pasted}\": {{ required: maybe }}"),
+    );
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(
+        problems.contains("integrations.crm: invalid type"),
+        "{problems}"
+    );
+    assert!(!problems.contains("eyJ"), "{problems}");
 }

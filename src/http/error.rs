@@ -266,7 +266,10 @@ fn body_refusal(e: &axum::extract::rejection::BytesRejection) -> ApiError {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too_large",
-                "the body is larger than this server reads (2 MiB)",
+                format!(
+                    "the body is larger than this server reads ({} MiB)",
+                    super::extract::MAX_BODY / (1024 * 1024)
+                ),
             )
         }
         _ => ApiError::invalid(

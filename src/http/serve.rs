@@ -53,7 +53,8 @@ impl Default for Patience {
 }
 
 /// Serves `app` ([`crate::ui::app`], or [`crate::http::metrics_router`]) on `listener` with the
-/// default [`Patience`] until `stop` resolves; requests in flight then finish.
+/// default [`Patience`] until `stop` resolves; requests in flight then have
+/// [`Patience::stopping`] to finish before their connections are closed.
 pub async fn serve_router(
     listener: TcpListener,
     app: Router,
@@ -71,6 +72,8 @@ pub async fn serve_with(
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(patience.connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Every connection's task, so a stop that runs out of patience can end them.
+    let mut connections = tokio::task::JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(patience.headers)
@@ -78,6 +81,7 @@ pub async fn serve_with(
         .max_buf_size(MAX_HEAD + 16 * 1024);
     tokio::pin!(stop);
     loop {
+        while connections.try_join_next().is_some() {}
         let slot = tokio::select! {
             biased;
             () = &mut stop => break,
@@ -114,7 +118,7 @@ pub async fn serve_with(
         });
         let io = Unread::new(TokioIo::new(socket), patience.reading);
         let connection = graceful.watch(http.serve_connection(io, service));
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
@@ -129,10 +133,11 @@ pub async fn serve_with(
         .is_err()
     {
         tracing::warn!(
-            after_s = patience.stopping.as_secs(),
-            "stopped with requests still in flight; their connections are closed"
+            after_ms = patience.stopping.as_millis() as u64,
+            "stopped with requests still in flight; closing their connections"
         );
     }
+    connections.shutdown().await;
     Ok(())
 }
 
@@ -264,7 +269,7 @@ impl Deadline {
 
 /// A request body that did not arrive in time.
 #[derive(Debug, thiserror::Error)]
-#[error("the request's body did not arrive within {} s", .0.as_secs())]
+#[error("the request's body did not arrive within {}", seconds(.0))]
 pub struct BodyTooSlow(Duration);
 
 impl http_body::Body for Deadline {
@@ -293,5 +298,13 @@ impl http_body::Body for Deadline {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+/// A patience as a person reads it: whole seconds, or milliseconds below a second.
+fn seconds(d: &Duration) -> String {
+    match d.as_secs() {
+        0 => format!("{} ms", d.as_millis()),
+        s => format!("{s} s"),
     }
 }

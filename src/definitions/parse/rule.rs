@@ -104,15 +104,14 @@ impl Cx {
             }
             Err(e) => {
                 // The key at fault, when its path is made of plain names (else the integration).
-                let at = e.path().to_string();
-                let named = at
-                    .split('.')
-                    .all(|k| !k.is_empty() && crate::definitions::plain(k));
-                let at = if named { format!("{path}.{at}") } else { path };
-                self.problem(
-                    at,
-                    format!("{} (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)", without_values(&e.into_inner().to_string())),
-                );
+                let root = e.path().iter().next().is_none();
+                let message = e.inner().to_string();
+                let at = crate::definitions::problem_path(&path, e.path(), &message);
+                let mut said = without_values(&message);
+                if root {
+                    said.push_str(" (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)");
+                }
+                self.problem(at.unwrap_or(path), said);
                 None
             }
         }
