@@ -320,37 +320,49 @@ pub(crate) fn plain(value: &str) -> bool {
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-/// Where a deserializer's error lies, as a problem path: `path`, then each key of `at` (and the
-/// field a "missing field" message names). `None` when a key is not [`plain`] (it may be a value
-/// pasted where a key goes, and is not echoed) or the place is unknown.
-pub(crate) fn problem_path(
-    path: &str,
+/// Where a deserializer's error lies, as a path: `under`, then each key of `at` (`.key`, or
+/// `[i]` for a position), then the field a "missing field" message names. `None` when a key is
+/// not `shown` (in a definitions file, one that is not [`plain`]: a value pasted where a key goes
+/// is not echoed) or the place is unknown. The definitions parser and the API's body extractor
+/// both place their deserializers' errors with it.
+pub(crate) fn serde_path(
+    under: &str,
     at: &serde_path_to_error::Path,
     message: &str,
+    shown: impl Fn(&str) -> bool,
 ) -> Option<String> {
     use serde_path_to_error::Segment;
-    let mut out = path.to_string();
+    let mut out = under.to_string();
+    let key = |out: &mut String, key: &str| {
+        if !shown(key) {
+            return false;
+        }
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(key);
+        true
+    };
     for segment in at {
-        match segment {
-            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
-            Segment::Map { key } | Segment::Enum { variant: key } if plain(key) => {
-                out.push('.');
-                out.push_str(key);
+        let placed = match segment {
+            Segment::Seq { index } => {
+                out.push_str(&format!("[{index}]"));
+                true
             }
-            _ => return None,
+            Segment::Map { key: k } | Segment::Enum { variant: k } => key(&mut out, k),
+            Segment::Unknown => false,
+        };
+        if !placed {
+            return None;
         }
     }
     let missing = message
         .strip_prefix("missing field `")
         .and_then(|rest| rest.split('`').next());
-    if let Some(field) = missing {
-        if !plain(field) {
-            return None;
-        }
-        out.push('.');
-        out.push_str(field);
+    match missing {
+        Some(field) if !key(&mut out, field) => None,
+        _ => Some(out),
     }
-    Some(out)
 }
 
 /// A value from the file as a problem shows it: quoted when it is short and made only of

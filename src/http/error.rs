@@ -312,29 +312,12 @@ where
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(value) => Ok(Body(value)),
             Err(e) => {
-                // A body that is not JSON at all has no path (`?`): the body is at fault.
-                let path = match e.path().to_string() {
-                    p if p == "?" => ".".to_string(),
-                    p => p,
-                };
-                let inner = e.into_inner();
-                let message = inner.to_string();
-                // `missing field `sql`` names the field itself; the path names its parent.
-                let field = message
-                    .strip_prefix("missing field `")
-                    .and_then(|rest| rest.split('`').next())
-                    .map(|name| {
-                        if path == "." {
-                            name.to_string()
-                        } else {
-                            format!("{path}.{name}")
-                        }
-                    })
-                    .unwrap_or(if path == "." {
-                        "body".to_string()
-                    } else {
-                        path
-                    });
+                let message = e.inner().to_string();
+                // The key at fault (a missing field named in full); a body that is not JSON at
+                // all has no place in it: the body is at fault.
+                let field = crate::definitions::serde_path("", e.path(), &message, |_| true)
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| "body".to_string());
                 Err(
                     ApiError::invalid(format!("the body is not what this route reads: {message}"))
                         .at(field),

@@ -106,7 +106,12 @@ impl Cx {
                 // The key at fault, when its path is made of plain names (else the integration).
                 let root = e.path().iter().next().is_none();
                 let message = e.inner().to_string();
-                let at = crate::definitions::problem_path(&path, e.path(), &message);
+                let at = crate::definitions::serde_path(
+                    &path,
+                    e.path(),
+                    &message,
+                    crate::definitions::plain,
+                );
                 let mut said = without_values(&message);
                 if root {
                     said.push_str(" (a custom integration needs base_url and actions; or name a catalogue entry with `catalog:`)");
