@@ -213,18 +213,22 @@ fn a_trigger_source_that_is_not_a_name_is_refused_with_the_known_ones() {
     );
 }
 
-#[test]
-fn anchored_rules_take_an_anchor_instead_of_a_policy() {
-    let doc = r#"
+/// A trigger on meetings and the start of a rule `reminder` on it; a test adds the rule's keys.
+const MEETING_REMINDER: &str = r#"
 version: 2
 triggers:
   meeting: { sql: "SELECT id, starts_at, updated_at FROM meetings", event_time: updated_at, key: id }
 rules:
   reminder:
     trigger: meeting
-    anchor: { column: starts_at, lead: 15m, lead_column: lead_minutes }
 "#;
-    let defs = parse(doc).unwrap();
+
+#[test]
+fn anchored_rules_take_an_anchor_instead_of_a_policy() {
+    let doc = format!(
+        "{MEETING_REMINDER}    anchor: {{ column: starts_at, lead: 15m, lead_column: lead_minutes }}\n"
+    );
+    let defs = parse(&doc).unwrap();
     let Cadence::Anchored(a) = &defs.rule("reminder").unwrap().cadence else {
         panic!()
     };
@@ -254,18 +258,10 @@ fn a_version_2_max_rows_above_the_largest_page_and_an_empty_description_are_acce
 
 #[test]
 fn an_anchored_rule_refuses_a_cadence_beside_it_and_a_lead_its_look_ahead_cannot_reach() {
-    let doc = r#"
-version: 2
-triggers:
-  meeting: { sql: "SELECT id, starts_at, updated_at FROM meetings", event_time: updated_at, key: id }
-rules:
-  reminder:
-    trigger: meeting
-    period: week
-    n: 3
-    anchor: { column: starts_at, lead: 1d }
-"#;
-    let problems = parse(doc).unwrap_err().to_string();
+    let doc = format!(
+        "{MEETING_REMINDER}    period: week\n    n: 3\n    anchor: {{ column: starts_at, lead: 1d }}\n"
+    );
+    let problems = parse(&doc).unwrap_err().to_string();
     for expected in [
         "rules.reminder.period: a rule with `anchor` is time-anchored; remove `period`",
         "rules.reminder.n: a rule with `anchor` is time-anchored; remove `n`",

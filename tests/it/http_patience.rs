@@ -96,17 +96,21 @@ async fn until_closed(socket: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
+/// Sends `bytes` on a new connection and reads until the server closes it; what it answered. A
+/// write the server cut short (it may refuse before reading all) is not an error here: the
+/// answer says what happened.
+async fn answer_to(address: &str, bytes: &[u8]) -> String {
+    let mut socket = TcpStream::connect(address).await.unwrap();
+    let _ = socket.write_all(bytes).await;
+    until_closed(&mut socket).await
+}
+
 const REQUEST: &str = "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
 
 #[tokio::test]
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     let (address, _stop) = serve(quick()).await;
-    let mut socket = TcpStream::connect(&address).await.unwrap();
-    socket
-        .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        .await
-        .unwrap();
-    let answer = until_closed(&mut socket).await;
+    let answer = answer_to(&address, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n").await;
     assert!(
         !answer.contains("200 OK"),
         "a request without its end of headers was answered: {answer}"
@@ -116,9 +120,7 @@ async fn a_client_that_never_finishes_its_headers_is_disconnected() {
 #[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed_after_its_answer() {
     let (address, _stop) = serve(quick()).await;
-    let mut socket = TcpStream::connect(&address).await.unwrap();
-    socket.write_all(REQUEST.as_bytes()).await.unwrap();
-    let answer = until_closed(&mut socket).await;
+    let answer = answer_to(&address, REQUEST.as_bytes()).await;
     assert!(
         answer.starts_with("HTTP/1.1 200 OK") && answer.ends_with("{\"a\":1}"),
         "the request was not answered before the idle connection closed: {answer}"
@@ -128,12 +130,7 @@ async fn an_idle_kept_alive_connection_is_closed_after_its_answer() {
 #[tokio::test]
 async fn a_body_that_trickles_is_answered_408_and_says_why() {
     let (address, _stop) = serve(quick()).await;
-    let mut socket = TcpStream::connect(&address).await.unwrap();
-    socket
-        .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":")
-        .await
-        .unwrap();
-    let answer = until_closed(&mut socket).await;
+    let answer = answer_to(&address, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":").await;
     assert!(
         answer.starts_with("HTTP/1.1 408"),
         "a body that never finished was not refused as too slow: {answer}"
@@ -243,14 +240,11 @@ async fn a_stop_waits_only_so_long_for_requests_in_flight() {
 #[tokio::test]
 async fn headers_larger_than_the_server_reads_are_refused_431() {
     let (address, _stop) = serve(Patience::default()).await;
-    let mut socket = TcpStream::connect(&address).await.unwrap();
     let huge = "a".repeat(rowfire::http::serve::MAX_HEAD + 1024);
     let request = format!(
         "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Huge: {huge}\r\nContent-Length: 2\r\n\r\n{{}}"
     );
-    // The server may close before reading all of it; what matters is what it answered.
-    let _ = socket.write_all(request.as_bytes()).await;
-    let answer = until_closed(&mut socket).await;
+    let answer = answer_to(&address, request.as_bytes()).await;
     assert!(
         answer.starts_with("HTTP/1.1 431"),
         "oversized headers were not refused: {}",
@@ -261,12 +255,7 @@ async fn headers_larger_than_the_server_reads_are_refused_431() {
 #[tokio::test]
 async fn a_body_cut_off_or_malformed_is_a_400_not_413() {
     let (address, _stop) = serve(quick()).await;
-    let mut socket = TcpStream::connect(&address).await.unwrap();
-    socket
-        .write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n")
-        .await
-        .unwrap();
-    let answer = until_closed(&mut socket).await;
+    let answer = answer_to(&address, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n").await;
     assert!(
         answer.starts_with("HTTP/1.1 400") && answer.contains("could not be read in full"),
         "a malformed chunked body was not refused as unreadable: {answer}"
