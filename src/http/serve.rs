@@ -6,7 +6,6 @@
 //! flight.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,7 +15,6 @@ use http_body::{Body as _, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
 
 /// How patient the server is with its clients.
@@ -70,9 +68,9 @@ pub async fn serve_with(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
     patience: Patience,
 ) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(patience.connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // Every connection's task, so a stop that runs out of patience can end them.
+    // Every connection's task: how many are served, and what a stop that runs out of patience
+    // ends.
     let mut connections = tokio::task::JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -82,14 +80,14 @@ pub async fn serve_with(
     tokio::pin!(stop);
     loop {
         while connections.try_join_next().is_some() {}
-        let slot = tokio::select! {
-            biased;
-            () = &mut stop => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-        };
+        if connections.len() >= patience.connections.max(1) {
+            // Full: the next connection waits in the backlog until one of these ends.
+            tokio::select! {
+                biased;
+                () = &mut stop => break,
+                _ = connections.join_next() => continue,
+            }
+        }
         let socket = tokio::select! {
             biased;
             () = &mut stop => break,
@@ -122,7 +120,6 @@ pub async fn serve_with(
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
-            drop(slot);
         });
     }
     drop(listener);
