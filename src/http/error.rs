@@ -280,7 +280,7 @@ fn body_refusal(e: &axum::extract::rejection::BytesRejection) -> ApiError {
 }
 
 /// The deadline a body missed, if that is why it could not be read.
-fn slow_body<'a>(
+pub(crate) fn slow_body<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> Option<&'a super::serve::BodyTooSlow> {
     let mut at = Some(e);

@@ -3,6 +3,7 @@
 
 use axum::Form;
 use axum::extract::State;
+use axum::extract::rejection::FormRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
@@ -46,7 +47,14 @@ pub struct Login {
 
 /// Checks the token; on success sets the session cookie and goes to `/`, else shows the form
 /// again with the error next to the field.
-pub async fn submit(State(state): State<AppState>, Form(login): Form<Login>) -> Response {
+pub async fn submit(
+    State(state): State<AppState>,
+    login: Result<Form<Login>, FormRejection>,
+) -> Response {
+    let login = match login {
+        Ok(Form(login)) => login,
+        Err(e) => return refused(&e),
+    };
     let token = login.token.trim();
     if token.is_empty() || token.len() > 200 {
         let page = form_page(Some("Paste an API token (it starts with rft_)."));
@@ -67,6 +75,34 @@ pub async fn submit(State(state): State<AppState>, Form(login): Form<Login>) -> 
         }
         Err(e) => crate::http::error::ApiError::from(e).into_response(),
     }
+}
+
+/// The form again, saying why what was sent could not be read as a login form: too slow (408),
+/// too large (413), not a web form (415) or not its fields (400). Never axum's plain text.
+pub fn refused(e: &FormRejection) -> Response {
+    let slow = match e {
+        FormRejection::BytesRejection(b) => crate::http::error::slow_body(b).is_some(),
+        _ => false,
+    };
+    let (status, message) = match e {
+        _ if slow => (
+            StatusCode::REQUEST_TIMEOUT,
+            "The form took too long to arrive; send it again.",
+        ),
+        FormRejection::InvalidFormContentType(_) => (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Send the token from this form (a web form, application/x-www-form-urlencoded).",
+        ),
+        FormRejection::BytesRejection(_) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "That is far larger than a login form; paste only the API token.",
+        ),
+        _ => (
+            StatusCode::BAD_REQUEST,
+            "The form could not be read; paste the API token and send it again.",
+        ),
+    };
+    (status, form_page(Some(message))).into_response()
 }
 
 /// Clears the session cookie and goes to `/login`.

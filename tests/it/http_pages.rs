@@ -181,6 +181,39 @@ async fn a_token_login_sets_the_session_cookie_and_logout_clears_it() {
         "the error is next to the field"
     );
 
+    // What is not a login form is refused with the form again, never a bare error.
+    for (content_type, body, status, says) in [
+        (
+            "application/json",
+            "{\"token\":\"x\"}".to_string(),
+            415,
+            "a web form",
+        ),
+        (
+            "application/x-www-form-urlencoded",
+            "token=a&token=b".to_string(),
+            400,
+            "could not be read",
+        ),
+        (
+            "application/x-www-form-urlencoded",
+            format!("token={}", "a".repeat(rowfire::http::extract::MAX_BODY)),
+            413,
+            "far larger than a login form",
+        ),
+    ] {
+        let response = s
+            .request(Method::POST, "/login")
+            .header("content-type", content_type)
+            .body(body);
+        let (got, page) = text(response).await;
+        assert_eq!(got, status, "{content_type}: {page}");
+        assert!(
+            page.contains("id=\"login-token\"") && page.contains(says),
+            "{content_type}: the form does not say what was wrong: {page}"
+        );
+    }
+
     let (_, token) = rowfire::token::create(&s.store, &WorkspaceId::DEFAULT, "me", s.clock.now())
         .await
         .unwrap();

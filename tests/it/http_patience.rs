@@ -23,6 +23,19 @@ async fn big() -> Vec<u8> {
     vec![b'x'; 64 * 1024 * 1024]
 }
 
+/// The login form's answer to what it could not read, on any form.
+async fn form(
+    form: Result<
+        axum::Form<std::collections::HashMap<String, String>>,
+        axum::extract::rejection::FormRejection,
+    >,
+) -> axum::response::Response {
+    match form {
+        Ok(_) => axum::response::IntoResponse::into_response("read"),
+        Err(e) => rowfire::ui::login::refused(&e),
+    }
+}
+
 /// A server under test: its address, what stops it (also when dropped), and its task.
 struct Server {
     address: String,
@@ -36,7 +49,8 @@ async fn serve_task(patience: Patience) -> Server {
     let address = listener.local_addr().unwrap().to_string();
     let app = Router::new()
         .route("/", axum::routing::post(echo))
-        .route("/big", axum::routing::get(big));
+        .route("/big", axum::routing::get(big))
+        .route("/form", axum::routing::post(form));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(serve_with(
         listener,
@@ -265,5 +279,19 @@ async fn a_body_cut_off_or_malformed_is_a_400_not_413() {
     assert!(
         answer.starts_with("HTTP/1.1 400") && answer.contains("could not be read in full"),
         "a malformed chunked body was not refused as unreadable: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_login_form_that_trickles_is_answered_408_with_the_form_again() {
+    let (address, _stop) = serve(quick()).await;
+    let answer = answer_to(&address, b"POST /form HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken=rft_").await;
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "a form that never finished was not refused as too slow: {answer}"
+    );
+    assert!(
+        answer.contains("id=\"login-token\"") && answer.contains("took too long to arrive"),
+        "the refusal is not the form with its reason: {answer}"
     );
 }
