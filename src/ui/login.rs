@@ -80,12 +80,8 @@ pub async fn submit(
 /// The form again, saying why what was sent could not be read as a login form: too slow (408),
 /// too large (413), not a web form (415) or not its fields (400). Never axum's plain text.
 pub fn refused(e: &FormRejection) -> Response {
-    let slow = match e {
-        FormRejection::BytesRejection(b) => crate::http::error::slow_body(b).is_some(),
-        _ => false,
-    };
     let (status, message) = match e {
-        _ if slow => (
+        FormRejection::BytesRejection(b) if crate::http::error::slow_body(b).is_some() => (
             StatusCode::REQUEST_TIMEOUT,
             "The form took too long to arrive; send it again.",
         ),

@@ -141,14 +141,24 @@ async fn an_idle_kept_alive_connection_is_closed_after_its_answer() {
     );
 }
 
-#[tokio::test]
-async fn a_body_that_trickles_is_answered_408_and_says_why() {
+/// Posts to `path` the start of a 100-byte body of `content_type` and no more; the answer, which
+/// must be a 408.
+async fn trickled(path: &str, content_type: &str, start: &str) -> String {
     let (address, _stop) = serve(quick()).await;
-    let answer = answer_to(&address, b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":").await;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: 100\r\n\r\n{start}"
+    );
+    let answer = answer_to(&address, request.as_bytes()).await;
     assert!(
         answer.starts_with("HTTP/1.1 408"),
         "a body that never finished was not refused as too slow: {answer}"
     );
+    answer
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_is_answered_408_and_says_why() {
+    let answer = trickled("/", "application/json", "{\"a\":").await;
     assert!(
         answer.contains("\"too_slow\"") && answer.contains("did not arrive within 300 ms"),
         "the refusal does not say what was wrong: {answer}"
@@ -284,12 +294,7 @@ async fn a_body_cut_off_or_malformed_is_a_400_not_413() {
 
 #[tokio::test]
 async fn a_login_form_that_trickles_is_answered_408_with_the_form_again() {
-    let (address, _stop) = serve(quick()).await;
-    let answer = answer_to(&address, b"POST /form HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ntoken=rft_").await;
-    assert!(
-        answer.starts_with("HTTP/1.1 408"),
-        "a form that never finished was not refused as too slow: {answer}"
-    );
+    let answer = trickled("/form", "application/x-www-form-urlencoded", "token=rft_").await;
     assert!(
         answer.contains("id=\"login-token\"") && answer.contains("took too long to arrive"),
         "the refusal is not the form with its reason: {answer}"
