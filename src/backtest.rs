@@ -334,10 +334,7 @@ pub async fn run(
     opts: &Options,
 ) -> Result<Report, BacktestError> {
     let (rule, trigger) = defs.rule_and_trigger(rule_name)?;
-    let anchor = match &rule.cadence {
-        Cadence::Anchored(a) => Some(a),
-        _ => None,
-    };
+    let anchor = rule.cadence.anchor();
     let since = opts
         .now
         .checked_sub(SignedDuration::from_hours(24 * i64::from(opts.days)))

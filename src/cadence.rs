@@ -147,6 +147,14 @@ pub enum Placement {
 }
 
 impl Cadence {
+    /// The anchor of a time-anchored rule; `None` for the other cadences.
+    pub fn anchor(&self) -> Option<&Anchor> {
+        match self {
+            Cadence::Anchored(a) => Some(a),
+            _ => None,
+        }
+    }
+
     /// Places a row whose clock is `clock` (already known not to be NULL).
     pub fn place(&self, clock: Timestamp, row: &Row) -> Result<Placement, Skip> {
         match self {

@@ -177,7 +177,7 @@ pub async fn enqueue(
             (Err(e), _) => (DeliveryStatus::Failed, Some(e.to_string()), None),
             (Ok(_), Mode::Live) if scheduled.is_some_and(|s| s.too_late) => (
                 DeliveryStatus::Expired,
-                Some("expired: first found after its due time plus grace; a reminder this late would be wrong".to_string()),
+                scheduled.map(|s| s.expired_reason(rule.cadence.anchor())),
                 None,
             ),
             (Ok(_), Mode::Shadow) => (

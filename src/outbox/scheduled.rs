@@ -4,6 +4,8 @@
 use jiff::Timestamp;
 
 use super::INBOX_URL;
+use crate::cadence::Anchor;
+use crate::definitions::limits::shown;
 use crate::store::batch::{Rows, fetch_with_rows};
 use crate::store::{Arg, DbTime, StoreTx, WorkspaceId};
 
@@ -64,4 +66,22 @@ pub struct Scheduled {
     pub lead_from: LeadFrom,
     /// First found after it expired: recorded as expired, never queued.
     pub too_late: bool,
+}
+
+impl Scheduled {
+    /// Why a send first found after its due time plus grace is recorded as expired. A lead from
+    /// the row that is not shorter than the rule's look-ahead is named, with what to change: no
+    /// sweep reads its anchor early enough.
+    pub fn expired_reason(&self, anchor: Option<&Anchor>) -> String {
+        let lead = self.due.duration_until(self.anchor);
+        match anchor {
+            Some(a) if self.lead_from == LeadFrom::Row && lead >= a.look_ahead => format!(
+                "expired: its lead of {} (from the row's {}) is not shorter than the rule's look_ahead of {}, so no sweep reads it before it is due; raise anchor.look_ahead above the longest lead",
+                shown(lead),
+                a.lead_column.as_deref().unwrap_or("lead column"),
+                shown(a.look_ahead),
+            ),
+            _ => "expired: first found after its due time plus grace; a reminder this late would be wrong".to_string(),
+        }
+    }
 }

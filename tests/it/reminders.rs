@@ -368,7 +368,31 @@ async fn a_reminder_not_sent_by_due_plus_grace_expires_and_one_sent_within_it_go
     c.book("soon", 100, Some(30)).await;
     let (swept, sent) = c.at(94).await;
     assert_eq!((swept.unwrap().too_late, sent), (1, 0));
-    assert_eq!(c.of("soon").await[0].status, DeliveryStatus::Expired);
+    let soon = c.of("soon").await;
+    assert_eq!(soon[0].status, DeliveryStatus::Expired);
+    assert!(
+        soon[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("first found after its due time")),
+        "{soon:?}"
+    );
+
+    // Its own lead (5h) is longer than the look-ahead (3h): no sweep reads it in time, and the
+    // reason says which setting to raise.
+    c.book("far", 460, Some(300)).await;
+    c.at(279).await;
+    assert!(c.of("far").await.is_empty(), "not yet in the look-ahead");
+    let (swept, sent) = c.at(281).await;
+    assert_eq!((swept.unwrap().too_late, sent), (1, 0));
+    let far = c.of("far").await;
+    assert_eq!(far[0].status, DeliveryStatus::Expired);
+    assert_eq!(
+        far[0].reason.as_deref(),
+        Some(
+            "expired: its lead of 5h (from the row's reminder_minutes) is not shorter than the rule's look_ahead of 3h, so no sweep reads it before it is due; raise anchor.look_ahead above the longest lead"
+        )
+    );
 }
 
 on_both_engines!(
