@@ -133,7 +133,7 @@ impl Cx {
     }
 
     fn positive(&mut self, m: &Mapping, key: &str, path: &str, max: u64) -> Option<u64> {
-        let v = m.get(key)?;
+        let v = m.get(key).filter(|v| !v.is_null())?;
         match v.as_u64() {
             Some(n) if n > 0 && n <= max => Some(n),
             Some(n) if n > max => {
@@ -250,7 +250,8 @@ impl Cx {
                     .enumerate()
                     .find(|(i, c)| cols[..*i].contains(c))
                 {
-                    self.problem(p, format!("column \"{}\" is listed twice", dup.1));
+                    let dup = crate::definitions::quoted(dup.1);
+                    self.problem(p, format!("column {dup} is listed twice"));
                 }
                 cols
             }
@@ -296,9 +297,9 @@ impl Cx {
         {
             return None;
         }
+        // No version means 2, as the original Rowfire reads it.
         match top.get("version").map(|v| (v, v.as_u64())) {
-            Some((_, Some(2))) => {}
-            None => self.problem("version", "required; add `version: 2`"),
+            Some((_, Some(2))) | None => {}
             Some((v, _)) => self.problem(
                 "version",
                 format!(
@@ -367,12 +368,16 @@ impl Cx {
         };
         if let Some(kind) = self.string(m, "type", path, false) {
             match kind.as_str() {
-                "postgres" | "postgresql" => def.kind = Some(Dialect::Postgres),
+                // Supabase is PostgreSQL (the original Rowfire's files may name it).
+                "postgres" | "postgresql" | "supabase" => def.kind = Some(Dialect::Postgres),
                 "sqlite" => def.kind = Some(Dialect::Sqlite),
                 "mysql" | "mariadb" => def.kind = Some(Dialect::Mysql),
                 other => self.problem(
                     format!("{path}.type"),
-                    format!("unknown source type \"{other}\"; use postgres, mysql or sqlite"),
+                    format!(
+                        "unknown source type {}; use postgres, mysql or sqlite",
+                        crate::definitions::quoted(other)
+                    ),
                 ),
             }
         }

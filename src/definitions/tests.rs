@@ -133,6 +133,7 @@ triggers:
   t: { sql: "SELECT 1 AS a, now() AS at", event_time: at, key: [a] }
 rules:
   no_policy: { trigger: t }
+  period_alone: { trigger: t, period: week }
   no_period: { trigger: t, policy: once_per_period }
   n_zero: { trigger: t, policy: once_per_n, n: 0 }
   stray_n: { trigger: t, policy: once_ever, n: 2 }
@@ -143,7 +144,7 @@ rules:
     assert_eq!(
         paths,
         [
-            "rules.no_policy.policy",
+            "rules.period_alone.period",
             "rules.no_period.period",
             "rules.n_zero.n",
             "rules.stray_n.n",
@@ -153,12 +154,85 @@ rules:
 }
 
 #[test]
-fn version_is_required_and_must_be_2() {
-    let p = parse("triggers: {}\n").unwrap_err().0;
-    assert_eq!(p[0].path, "version");
+fn version_may_be_left_out_and_is_otherwise_2() {
+    assert!(parse("triggers: {}\n").is_ok());
     let p = parse("version: 3\n").unwrap_err().0;
     assert!(p[0].message.contains("unsupported version 3"));
     assert!(parse("version: 2\n").is_ok());
+}
+
+/// What the original Rowfire's `version: 2` reader takes: no version line, a Supabase source,
+/// optional keys written as null, and a rule with no policy (once_ever).
+#[test]
+fn a_file_in_the_original_shape_with_nulls_and_left_out_defaults_is_accepted() {
+    let doc = r#"
+source: { type: supabase, statement_timeout_ms: null, max_rows: null }
+triggers:
+  t:
+    description: null
+    source: null
+    sql: SELECT id, at FROM events
+    event_time: at
+    key: [id]
+rules:
+  bare: { trigger: t }
+  nulls: { trigger: t, description: null, policy: once_ever, period: null, n: null }
+  weekly: { trigger: t, policy: once_per_period, period: week, n: null }
+"#;
+    let defs = parse(doc).unwrap();
+    let src = defs.source(DEFAULT_SOURCE).unwrap();
+    assert_eq!(src.kind, Some(Dialect::Postgres));
+    assert_eq!(src.statement_timeout, Duration::from_secs(30));
+    assert_eq!(defs.trigger("t").unwrap().source, DEFAULT_SOURCE);
+    assert_eq!(defs.rule("bare").unwrap().cadence, Cadence::OnceEver);
+    assert_eq!(defs.rule("nulls").unwrap().cadence, Cadence::OnceEver);
+    assert!(matches!(
+        defs.rule("weekly").unwrap().cadence,
+        Cadence::OncePerPeriod {
+            period: Period::Week,
+            ..
+        }
+    ));
+}
+
+/// A DSN pasted where a policy, period, time zone, source type or action goes is not echoed.
+#[test]
+fn a_dsn_pasted_into_a_setting_is_refused_without_being_echoed() {
+    let dsn = "postgres://admin:hunter2secret@db.internal/prod";
+    let doc = format!(
+        r#"
+source: {{ type: "{dsn}" }}
+integrations:
+  inbox: {{ catalog: demo_inbox }}
+triggers:
+  t: {{ sql: "SELECT 1 AS a, now() AS at", event_time: at, key: [a] }}
+rules:
+  p: {{ trigger: t, policy: "{dsn}" }}
+  q: {{ trigger: t, policy: once_per_period, period: "{dsn}" }}
+  z: {{ trigger: t, timezone: "{dsn}" }}
+  a:
+    trigger: t
+    actions: [{{ action: "{dsn}" }}]
+"#
+    );
+    let problems = parse(&doc).unwrap_err().to_string();
+    assert!(!problems.contains("hunter2"), "{problems}");
+    for path in [
+        "source.type",
+        "rules.p.policy",
+        "rules.q.period",
+        "rules.z.timezone",
+        "rules.a.actions[0].action",
+    ] {
+        assert!(problems.contains(path), "{path} in {problems}");
+    }
+    let zone = parse(&doc.replace(dsn, "Mars/Olympus"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        zone.contains("unknown time zone \"Mars/Olympus\""),
+        "{zone}"
+    );
 }
 
 #[test]

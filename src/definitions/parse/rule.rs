@@ -194,7 +194,10 @@ impl Cx {
             let Some((integration, action_name)) = action.split_once('.') else {
                 self.problem(
                     format!("{p}.action"),
-                    format!("\"{action}\" is not INTEGRATION.ACTION, for example inbox.ticket"),
+                    format!(
+                        "{} is not INTEGRATION.ACTION, for example inbox.ticket",
+                        crate::definitions::quoted(&action)
+                    ),
                 );
                 continue;
             };
@@ -283,7 +286,7 @@ impl Cx {
             Some(tz) => match TimeZone::get(&tz) {
                 Ok(zone) => Some(zone),
                 Err(_) => {
-                    self.problem(format!("{path}.timezone"), format!("unknown time zone \"{tz}\"; use an IANA name such as America/New_York or Europe/Berlin"));
+                    self.problem(format!("{path}.timezone"), format!("unknown time zone {}; use an IANA name such as America/New_York or Europe/Berlin", zone_text(&tz)));
                     None
                 }
             },
@@ -334,7 +337,8 @@ impl Cx {
     pub(super) fn cadence(&mut self, m: &Mapping, path: &str, tz: TimeZone) -> Option<Cadence> {
         let policy = self.string(m, "policy", path, false);
         let period = self.string(m, "period", path, false);
-        let n = m.get("n");
+        // A null `n` or `period` (as the original Rowfire's files may hold) is an absent one.
+        let n = m.get("n").filter(|v| !v.is_null());
         if let Some(anchor) = m.get("anchor") {
             // A time-anchored rule sends once per anchor instant; a cadence beside it would
             // be silently ignored, so each is an error.
@@ -354,14 +358,28 @@ impl Cx {
                 .anchor(anchor, &format!("{path}.anchor"))
                 .map(Cadence::Anchored);
         }
-        let Some(policy) = policy else {
-            if !matches!(m.get("policy"), Some(v) if !v.is_null()) {
-                self.problem(
-                    format!("{path}.policy"),
-                    "required; use once_ever, once_per_period or once_per_n (or give an `anchor`)",
-                );
+        // No policy means once_ever, as in the original Rowfire's `version: 2` files; a `period`
+        // or `n` without one says which policy it needs.
+        let policy = match policy {
+            Some(policy) => policy,
+            None if matches!(m.get("policy"), Some(v) if !v.is_null()) => return None,
+            None => {
+                for (key, needs, present) in [
+                    ("period", "once_per_period", period.is_some()),
+                    ("n", "once_per_n", n.is_some()),
+                ] {
+                    if present {
+                        self.problem(
+                            format!("{path}.{key}"),
+                            format!("`{key}` applies only to {needs}; add `policy: {needs}` or remove it"),
+                        );
+                    }
+                }
+                if period.is_some() || n.is_some() {
+                    return None;
+                }
+                "once_ever".to_string()
             }
-            return None;
         };
         if policy != "once_per_period" && period.is_some() {
             self.problem(
@@ -390,7 +408,10 @@ impl Cx {
                     None => {
                         self.problem(
                             format!("{path}.period"),
-                            format!("unknown period \"{p}\"; use day, week or month"),
+                            format!(
+                                "unknown period {}; use day, week or month",
+                                crate::definitions::quoted(&p)
+                            ),
                         );
                         None
                     }
@@ -422,7 +443,8 @@ impl Cx {
                 self.problem(
                     format!("{path}.policy"),
                     format!(
-                        "unknown policy \"{other}\"; use once_ever, once_per_period or once_per_n"
+                        "unknown policy {}; use once_ever, once_per_period or once_per_n",
+                        crate::definitions::quoted(other)
                     ),
                 );
                 None
@@ -500,4 +522,18 @@ fn without_values(message: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A time zone name as a problem shows it: as written when it looks like one (letters, digits and
+/// `_ - + /`, at most 40 characters), else only its length, as it may be a pasted secret.
+fn zone_text(tz: &str) -> String {
+    let looks_like_zone = tz.chars().count() <= 40
+        && tz
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+' | '/'));
+    if looks_like_zone {
+        format!("\"{tz}\"")
+    } else {
+        crate::definitions::quoted(tz)
+    }
 }
