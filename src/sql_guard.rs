@@ -10,6 +10,7 @@
 //! statements in `sql_guard/render.rs`.
 
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
 
 /// Why the guard refused a trigger's SQL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +46,17 @@ pub enum GuardError {
     /// Longer than [`MAX_SQL_BYTES`].
     #[error("the SQL is {0} bytes long; a trigger's SQL may be at most 256 KiB")]
     TooLong(usize),
+    /// More tokens than [`MAX_SQL_TOKENS`].
+    #[error(
+        "the SQL has {0} tokens; a trigger's SQL may have at most 50,000 (for example, use IN (…) instead of a long OR chain)"
+    )]
+    TooManyTokens(usize),
+    /// A cast to a type that is not built in (PostgreSQL runs a domain's checks, any function,
+    /// on every value cast to it).
+    #[error(
+        "the SQL casts to {0}, which is not one of PostgreSQL's built-in types; cast to the built-in type it is based on"
+    )]
+    Type(String),
     /// Too deeply nested to check.
     #[error(
         "the SQL is too deeply nested to check; simplify it (for example, use IN (…) instead of a long OR chain)"
@@ -90,6 +102,9 @@ pub struct CheckedQuery {
 
 /// Longest trigger SQL the guard reads.
 pub const MAX_SQL_BYTES: usize = 256 * 1024;
+/// Most tokens a trigger's SQL may have: far more than any hand-written query, and few enough that
+/// its syntax tree, however shaped, is checked in bounded time and memory.
+pub const MAX_SQL_TOKENS: usize = 50_000;
 /// The guard walks syntax trees recursively; a long chain such as `a = 1 OR a = 1 OR …` is as
 /// deep as it is long, so checking runs on a thread with a stack sized for the longest SQL.
 const GUARD_STACK_BYTES: usize = 512 << 20;
@@ -133,11 +148,21 @@ pub fn check_allowing(
         .collect();
     on_big_stack(move || {
         let parser_dialect = dialect.parser_dialect();
-        let statements =
-            Parser::parse_sql(parser_dialect.as_ref(), &sql).map_err(|e| GuardError::Parse {
-                dialect,
-                message: e.to_string(),
-            })?;
+        let parse_error = |message: String| GuardError::Parse { dialect, message };
+        let tokens = Tokenizer::new(parser_dialect.as_ref(), &sql)
+            .tokenize_with_location()
+            .map_err(|e| parse_error(e.to_string()))?;
+        let counted = tokens
+            .iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .count();
+        if counted > MAX_SQL_TOKENS {
+            return Err(GuardError::TooManyTokens(counted));
+        }
+        let statements = Parser::new(parser_dialect.as_ref())
+            .with_tokens_with_locations(tokens)
+            .parse_statements()
+            .map_err(|e| parse_error(e.to_string()))?;
         inspect::inspect_statements(statements, dialect, extra)
     })
 }

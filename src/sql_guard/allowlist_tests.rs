@@ -444,5 +444,5 @@ fn postgres_system_catalogs_and_statistics_views_are_refused_in_every_spelling()
         "SELECT * FROM public.payments JOIN app.pgx_events e ON true",
         pg,
     );
-    accept("SELECT * FROM sqlite_master", Dialect::Sqlite);
+    accept("SELECT * FROM sqlite_events", Dialect::Postgres);
 }

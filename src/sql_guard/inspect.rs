@@ -6,8 +6,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, ObjectName, ObjectNamePart, Query, Select, Statement, TableFactor,
-    Value as SqlValue, Visit, Visitor,
+    ArrayElemTypeDef, BinaryOperator, DataType, Expr, ObjectName, ObjectNamePart, Query, Select,
+    SetExpr, Statement, TableFactor, TypedString, Value as SqlValue, Visit, Visitor,
 };
 
 use super::{CheckedQuery, Dialect, GuardError, functions, mysql, qualify};
@@ -112,7 +112,7 @@ impl Inspector {
         match self.dialect {
             Dialect::Postgres => {}
             Dialect::Mysql => return mysql::relation(name),
-            Dialect::Sqlite => return ControlFlow::Continue(()),
+            Dialect::Sqlite => return sqlite_relation(name),
         }
         let mut parts = Vec::with_capacity(name.0.len());
         for part in &name.0 {
@@ -165,6 +165,11 @@ impl Visitor for Inspector {
         if let Some(lock) = query.locks.first() {
             return ControlFlow::Break(GuardError::Locking(lock.to_string()));
         }
+        // `TABLE name` reads a relation the walk never sees as one; `SELECT * FROM name` says
+        // the same and is checked.
+        if reads_a_table(&query.body) {
+            return construct("TABLE name (write SELECT * FROM name)");
+        }
         if self.dialect == Dialect::Mysql {
             return mysql::query(query);
         }
@@ -215,6 +220,18 @@ impl Visitor for Inspector {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
         match expr {
             Expr::Function(f) => self.function(&f.name),
+            Expr::Cast { data_type, .. } | Expr::TypedString(TypedString { data_type, .. }) => {
+                self.cast(data_type)
+            }
+            // MySQL reads these reserved words as calls to the session's account functions.
+            Expr::Identifier(ident)
+                if self.dialect == Dialect::Mysql
+                    && ident.quote_style.is_none()
+                    && ["current_user", "current_role"]
+                        .contains(&ident.value.to_ascii_lowercase().as_str()) =>
+            {
+                ControlFlow::Break(GuardError::Function(ident.value.to_ascii_lowercase()))
+            }
             Expr::BinaryOp { op, .. } => self.operator(op),
             Expr::AnyOp { compare_op, .. } | Expr::AllOp { compare_op, .. } => {
                 self.operator(compare_op)
@@ -257,7 +274,6 @@ impl Visitor for Inspector {
             | Expr::RLike { .. }
             | Expr::UnaryOp { .. }
             | Expr::Convert { .. }
-            | Expr::Cast { .. }
             | Expr::AtTimeZone { .. }
             | Expr::Extract { .. }
             | Expr::Ceil { .. }
@@ -268,7 +284,6 @@ impl Visitor for Inspector {
             | Expr::Overlay { .. }
             | Expr::Collate { .. }
             | Expr::Nested(_)
-            | Expr::TypedString(_)
             | Expr::Case { .. }
             | Expr::Exists { .. }
             | Expr::Subquery(_)
@@ -292,7 +307,129 @@ impl Visitor for Inspector {
     }
 }
 
+/// Whether a query's body is, or combines, `TABLE name`.
+fn reads_a_table(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::Table(_) => true,
+        SetExpr::SetOperation { left, right, .. } => reads_a_table(left) || reads_a_table(right),
+        _ => false,
+    }
+}
+
+/// SQLite's eponymous virtual tables (usable as tables without arguments) that show the
+/// database rather than a customer's rows: its files, build, schema and pages.
+const SQLITE_VIRTUAL: &[&str] = &[
+    "carray",
+    "completion",
+    "dbstat",
+    "fsdir",
+    "generate_series",
+    "json_each",
+    "json_tree",
+    "jsonb_each",
+    "jsonb_tree",
+    "zipfile",
+];
+
+/// Refuses SQLite's system tables (`sqlite_*`), pragma tables (`pragma_*`) and the virtual tables
+/// of [`SQLITE_VIRTUAL`]: SQLite compares names without case, quoted or not.
+fn sqlite_relation(name: &ObjectName) -> ControlFlow<GuardError> {
+    let last = match name.0.last() {
+        Some(ObjectNamePart::Identifier(ident)) => ident.value.to_ascii_lowercase(),
+        _ => return ControlFlow::Break(GuardError::SystemRelation(name.to_string())),
+    };
+    let system = last.starts_with("sqlite_")
+        || last.starts_with("pragma_")
+        || SQLITE_VIRTUAL.contains(&last.as_str());
+    if system {
+        ControlFlow::Break(GuardError::SystemRelation(last))
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
+/// PostgreSQL's built-in types a checked query may cast to when it names them (the types SQL
+/// spells as keywords, `INTEGER` or `TIMESTAMP WITH TIME ZONE`, are the grammar's own).
+const PG_TYPES: &[&str] = &[
+    "bit",
+    "bool",
+    "boolean",
+    "bpchar",
+    "bytea",
+    "char",
+    "cidr",
+    "date",
+    "decimal",
+    "float4",
+    "float8",
+    "inet",
+    "int",
+    "int2",
+    "int4",
+    "int8",
+    "interval",
+    "json",
+    "jsonb",
+    "macaddr",
+    "macaddr8",
+    "money",
+    "name",
+    "numeric",
+    "oid",
+    "text",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "timetz",
+    "uuid",
+    "varbit",
+    "varchar",
+    "xml",
+];
+
 impl Inspector {
+    /// On PostgreSQL, refuses a cast to a type named outside [`PG_TYPES`] (a domain runs its
+    /// checks, any function, on every value cast to it; a type's input function may be anyone's).
+    fn cast(&self, data_type: &DataType) -> ControlFlow<GuardError> {
+        if self.dialect != Dialect::Postgres {
+            return ControlFlow::Continue(());
+        }
+        match data_type {
+            DataType::Custom(name, _) => {
+                let mut parts = Vec::with_capacity(name.0.len());
+                for part in &name.0 {
+                    match part {
+                        ObjectNamePart::Identifier(ident) => parts.push(match ident.quote_style {
+                            Some(_) => ident.value.clone(),
+                            None => ident.value.to_ascii_lowercase(),
+                        }),
+                        ObjectNamePart::Function(_) => {
+                            return ControlFlow::Break(GuardError::Type(name.to_string()));
+                        }
+                    }
+                }
+                let built_in = match parts.as_slice() {
+                    [t] => PG_TYPES.contains(&t.as_str()),
+                    [schema, t] => schema == "pg_catalog" && PG_TYPES.contains(&t.as_str()),
+                    _ => false,
+                };
+                if built_in {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(GuardError::Type(functions::display(&parts)))
+                }
+            }
+            DataType::Array(
+                ArrayElemTypeDef::AngleBracket(inner)
+                | ArrayElemTypeDef::SquareBracket(inner, _)
+                | ArrayElemTypeDef::Parenthesis(inner)
+                | ArrayElemTypeDef::ParenthesisNotNull(inner)
+                | ArrayElemTypeDef::Qualified(inner, _),
+            ) => self.cast(inner),
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
     fn named_function(&self, name: &str) -> ControlFlow<GuardError> {
         let parts = vec![name.to_string()];
         if functions::admitted(self.dialect, &parts, &self.extra) {

@@ -297,3 +297,16 @@ fn literals_ending_in_a_backslash_or_holding_comment_marks_are_admitted() {
         let _ = q.columns_sql(window);
     }
 }
+
+/// The session's account, written as the bare keyword, is as refused as `CURRENT_USER()`.
+#[test]
+fn the_session_user_as_a_bare_keyword_is_refused() {
+    for sql in [
+        "SELECT id, CURRENT_USER AS cu FROM t",
+        "SELECT id FROM t WHERE CURRENT_USER = 'root'",
+        "SELECT id, CURRENT_USER() AS cu FROM t",
+    ] {
+        let e = refuse(sql, MY);
+        assert!(matches!(e, GuardError::Function(_)), "{sql}: {e}");
+    }
+}

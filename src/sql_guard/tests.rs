@@ -191,7 +191,7 @@ fn functions_that_act_outside_the_query_are_refused() {
 
 #[test]
 fn a_very_long_or_chain_is_checked_without_overflowing_the_stack() {
-    let terms = vec!["a = 1"; 20_000].join(" OR ");
+    let terms = vec!["a = 1"; 12_000].join(" OR ");
     let q = accept(
         &format!("SELECT a, at FROM t WHERE {terms}"),
         Dialect::Postgres,
@@ -208,7 +208,7 @@ fn a_very_long_or_chain_is_checked_without_overflowing_the_stack() {
         )
         .sql
         .len()
-            > 100_000
+            > 90_000
     );
     let too_long = format!("SELECT 1 WHERE {}", vec!["a = 1"; 60_000].join(" OR "));
     assert!(matches!(
@@ -369,4 +369,89 @@ fn sql_of_an_undeclared_engine_passes_in_whichever_dialect_reads_it() {
             ..
         })
     ));
+}
+
+/// `TABLE name` is a query too: it must not read what `FROM name` may not (found reading
+/// `pg_authid`'s password hashes through `(TABLE pg_authid)`).
+#[test]
+fn a_table_query_is_refused_in_every_position() {
+    for d in [Dialect::Postgres, Dialect::Mysql] {
+        for sql in [
+            "TABLE t",
+            "SELECT * FROM (TABLE pg_authid) a",
+            "WITH x AS (TABLE pg_shadow) SELECT * FROM x",
+            "SELECT a FROM t UNION TABLE mysql.user",
+            "SELECT a FROM t WHERE a IN (TABLE u)",
+        ] {
+            let Err(e) = check(sql, d) else {
+                panic!("{d:?} accepted {sql}");
+            };
+            assert!(
+                matches!(e, GuardError::Construct(_) | GuardError::Parse { .. }),
+                "{d:?} {sql}: {e}"
+            );
+        }
+    }
+}
+
+/// SQLite's eponymous virtual tables are functions used as tables: without parentheses they
+/// still show the database's files, build and schema.
+#[test]
+fn sqlite_virtual_tables_without_arguments_are_refused() {
+    for sql in [
+        "SELECT file FROM pragma_database_list",
+        "SELECT name FROM PRAGMA_TABLE_INFO WHERE arg = 'ev'",
+        "SELECT * FROM \"pragma_compile_options\"",
+        "SELECT * FROM dbstat",
+        "SELECT * FROM main.sqlite_master",
+        "SELECT * FROM sqlite_schema",
+        "SELECT * FROM sqlite_dbpage",
+    ] {
+        assert!(
+            matches!(refuse(sql, Dialect::Sqlite), GuardError::SystemRelation(_)),
+            "{sql}"
+        );
+    }
+    accept(
+        "SELECT id FROM events JOIN pragmatic ON 1 = 1",
+        Dialect::Sqlite,
+    );
+}
+
+/// PostgreSQL runs a domain's CHECK (any function) when a value is cast to it, so a cast names a
+/// built-in type or is refused.
+#[test]
+fn a_cast_to_a_type_that_is_not_built_in_is_refused_on_postgres() {
+    for sql in [
+        "SELECT CAST(k AS my_domain) FROM t",
+        "SELECT k::my_domain FROM t",
+        "SELECT k::public.text FROM t",
+        "SELECT k::my_domain[] FROM t",
+        "SELECT my_type 'x' FROM t",
+    ] {
+        assert!(
+            matches!(refuse(sql, Dialect::Postgres), GuardError::Type(_)),
+            "{sql}"
+        );
+    }
+    accept(
+        "SELECT k::int4, k::int8, k::float8, k::text, k::varchar(10), k::numeric(10, 2), \
+         k::timestamptz, k::timestamp, k::date, k::jsonb, k::uuid, k::bool, k::text[], \
+         CAST(k AS pg_catalog.int4), CAST(k AS INTEGER), DATE '2026-01-01', k::interval FROM t",
+        Dialect::Postgres,
+    );
+}
+
+/// A trigger of more tokens than any hand-written query is refused before it is parsed: a long
+/// chain such as `1+1+…` builds a tree as deep as it is long.
+#[test]
+fn sql_of_too_many_tokens_is_refused_before_parsing() {
+    let chain = format!("SELECT {} AS x FROM t", vec!["1"; 30_000].join("+"));
+    assert!(chain.len() < MAX_SQL_BYTES);
+    for d in [Dialect::Postgres, Dialect::Sqlite, Dialect::Mysql] {
+        assert!(
+            matches!(refuse(&chain, d), GuardError::TooManyTokens(_)),
+            "{d:?}"
+        );
+    }
 }
