@@ -176,7 +176,7 @@ pub async fn why(
         .source(&trigger.source)
         .or_else(|| defs.source(DEFAULT_SOURCE))
         .expect("validated");
-    let Some(url) = dsn(def) else {
+    let Some(url) = dsn(workspace, def) else {
         explanation.rows_unavailable = Some(if def.declared {
             format!(
                 "{} is not set, so the source's rows were not read",

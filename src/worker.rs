@@ -139,7 +139,16 @@ impl Worker {
         }
         let dsn = match &config.dsn {
             Some(dsn) => dsn.clone(),
-            None => source_dsns(&store, &config.workspace, config.master_key.as_ref()).await?,
+            None => {
+                // A worker polls every workspace's triggers: each reads its own stored DSNs.
+                let all: Vec<WorkspaceId> = crate::store::workspace::list(&store)
+                    .await?
+                    .into_iter()
+                    .map(|w| w.id)
+                    .collect();
+                let key = config.master_key.as_ref();
+                source_dsns(&store, &all, &config.workspace, key).await?
+            }
         };
         // Leases are stamped on the control plane's clock, not this host's: one clock for the
         // whole process, measured against the control plane now and every minute while it runs.
@@ -203,7 +212,10 @@ impl Worker {
         let lease = self.config.delivery_lease;
         let mut warnings =
             crate::send::readiness::check(&self.store, ws, &defs, key, lease).await?;
-        let resolves = |name: &str| defs.source(name).is_some_and(|d| (self.dsn)(d).is_some());
+        let resolves = |name: &str| {
+            defs.source(name)
+                .is_some_and(|d| (self.dsn)(ws, d).is_some())
+        };
         for p in defs.unresolved_sources(resolves) {
             warnings.push(format!("{}: {}", p.path, p.message));
         }
@@ -294,23 +306,31 @@ impl Worker {
     }
 }
 
-/// The DSN resolver for workers: stored DSNs first, then environment variables. Without a master
-/// key, stored DSNs are skipped (environment variables still work).
+/// The DSN resolver for the sources of `workspaces`: each workspace's stored DSNs first, then,
+/// for `own` (the process's own workspace) only, environment variables. Without a master key,
+/// sealed DSNs are skipped (SQLite file URLs and environment variables still work).
 pub async fn source_dsns(
     store: &Store,
-    workspace: &WorkspaceId,
+    workspaces: &[WorkspaceId],
+    own: &WorkspaceId,
     key: Result<&MasterKey, &SecretError>,
 ) -> Result<DsnResolver, StoredSecretError> {
-    let mut stored = secret::file_urls(store, workspace).await?;
-    match key {
-        Ok(key) => {
-            stored.extend(secret::open_named(store, key, workspace, "source:", "dsn").await?)
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "no master key: stored source DSNs are not read");
-        }
-    };
-    Ok(poll::stored_or_env_dsn(stored))
+    let mut stored = std::collections::BTreeMap::new();
+    for ws in workspaces {
+        let mut found = secret::file_urls(store, ws).await?;
+        match key {
+            Ok(key) => found.extend(secret::open_named(store, key, ws, "source:", "dsn").await?),
+            Err(e) => {
+                tracing::debug!(error = %e, "no master key: stored source DSNs are not read");
+            }
+        };
+        stored.extend(
+            found
+                .into_iter()
+                .map(|(name, dsn)| ((ws.clone(), name), dsn)),
+        );
+    }
+    Ok(poll::stored_or_env_dsn(stored, own))
 }
 
 /// Measures the control plane's clock again every minute (host clocks drift); a failed

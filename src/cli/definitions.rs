@@ -108,7 +108,7 @@ pub(crate) async fn why(config: &Config, rule: &str, key: &str, days: u32) -> Re
             days,
             now: now(),
         },
-        &poll::env_dsn(),
+        &poll::env_dsn(ws),
     )
     .await
     .map_err(|e| anyhow!(e))?;

@@ -23,7 +23,7 @@ pub(crate) async fn run(config: &Config, command: Option<SourcesCommand>) -> Res
 
 /// `rowfire sources`: each source in force and where its DSN comes from.
 async fn list(store: &Store, ws: &WorkspaceId) -> Result<ExitCode> {
-    for s in sources::list(store, ws).await? {
+    for s in sources::list(store, ws, sources::Reach::Operator).await? {
         println!("{}  {}", s.name, s.note);
     }
     Ok(ExitCode::SUCCESS)
@@ -42,7 +42,17 @@ async fn add(
     if rowfire::source::dialect_of(&dsn).is_none() {
         anyhow::bail!("{url_env} does not hold a postgres://, mysql:// or sqlite: URL");
     }
-    match sources::add(store, &config.master_key, ws, name, &dsn, now()).await? {
+    match sources::add(
+        store,
+        &config.master_key,
+        ws,
+        name,
+        &dsn,
+        now(),
+        sources::Reach::Operator,
+    )
+    .await?
+    {
         Stored::FileUrl => println!(
             "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); workers read it at start"
         ),

@@ -387,7 +387,12 @@ impl Cx {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if is_name {
+            if is_name && !crate::poll::may_hold_dsn(&env) {
+                self.problem(
+                    format!("{path}.dsn_env"),
+                    "names one of Rowfire's own settings (ROWFIRE_…), which no source may read; name the variable that holds the source's DSN",
+                );
+            } else if is_name {
                 def.dsn_env = env;
             } else {
                 // Never echo the value: it may be a DSN with a password, pasted by mistake.

@@ -85,6 +85,33 @@ impl AppState {
         }))
     }
 
+    /// The DSNs `workspace`'s sources resolve to when a request reads them: what it stored,
+    /// and the environment's variables only for the server's own workspace (a tenant never
+    /// reads this process's environment).
+    pub async fn source_dsns(
+        &self,
+        workspace: &WorkspaceId,
+    ) -> Result<crate::source::DsnResolver, crate::secret::StoredSecretError> {
+        let key = self.master_key.as_ref();
+        crate::worker::source_dsns(
+            &self.store,
+            std::slice::from_ref(workspace),
+            &self.workspace,
+            key,
+        )
+        .await
+    }
+
+    /// What `workspace`'s sources may reach: the server's own workspace is the operator's (this
+    /// process's environment, files and addresses on this host); any other is a tenant's.
+    pub fn reach(&self, workspace: &WorkspaceId) -> crate::operator::sources::Reach<'_> {
+        if workspace == &self.workspace {
+            crate::operator::sources::Reach::Operator
+        } else {
+            crate::operator::sources::Reach::Tenant(&self.egress)
+        }
+    }
+
     /// `stop`, after which the state's long-lived responses end: the future to give
     /// [`serve_router`] for a router built on this state.
     pub fn stop_when(

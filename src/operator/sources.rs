@@ -7,9 +7,94 @@ use utoipa::ToSchema;
 
 use super::{OperatorError, in_force};
 use crate::secret::{self, MasterKey, SecretError};
+use crate::send::egress::Policy;
 use crate::source::Source;
 use crate::sql_guard::Dialect;
 use crate::store::{Store, WorkspaceId};
+
+/// Who sets a workspace's sources up, and so what they may reach.
+#[derive(Debug, Clone, Copy)]
+pub enum Reach<'a> {
+    /// The operator (the command line, or the server's own workspace): the process's environment
+    /// variables, SQLite files on this host and any address.
+    Operator,
+    /// A tenant (another workspace, through the API): only the DSNs it stored, no file on this
+    /// host, and only the addresses the egress policy admits (public ones, unless the operator
+    /// allowed a range with `ROWFIRE_EGRESS_ALLOW`).
+    Tenant(&'a Result<Policy, String>),
+}
+
+impl Reach<'_> {
+    fn reads_env(&self) -> bool {
+        matches!(self, Reach::Operator)
+    }
+}
+
+/// Refuses, for a tenant, a DSN that reaches this host: a SQLite file, a Unix socket, or an
+/// address the egress policy refuses (every address the host name resolves to is checked).
+pub async fn check_reach(reach: Reach<'_>, dsn: &str) -> Result<(), OperatorError> {
+    let Reach::Tenant(policy) = reach else {
+        return Ok(());
+    };
+    let refuse = |why: String| Err(OperatorError::invalid("dsn", why));
+    let dialect = crate::source::dialect_of(dsn);
+    let port = match dialect {
+        Some(Dialect::Postgres) => 5432,
+        Some(Dialect::Mysql) => 3306,
+        Some(Dialect::Sqlite) => {
+            return refuse(
+                "a SQLite file on the server is not a source another workspace may read; use a PostgreSQL or MySQL source".into(),
+            );
+        }
+        None => return refuse("the DSN must be a postgres:// or mysql:// URL".into()),
+    };
+    let Ok(url) = reqwest::Url::parse(dsn) else {
+        return refuse("the DSN is not a URL such as postgres://user@host:5432/db".into());
+    };
+    let socket = url
+        .query_pairs()
+        .any(|(k, _)| matches!(k.as_ref(), "host" | "hostaddr" | "socket"));
+    let host = url
+        .host_str()
+        .unwrap_or("")
+        .trim_matches(['[', ']'])
+        .to_string();
+    if socket || host.is_empty() {
+        return refuse(
+            "the DSN must name its server's host in the URL (not a Unix socket or a `host` parameter)".into(),
+        );
+    }
+    let policy = match policy {
+        Ok(p) => p,
+        Err(e) => {
+            return refuse(format!(
+                "the egress policy is not valid ({e}), so no source address is allowed"
+            ));
+        }
+    };
+    let port = url.port().unwrap_or(port);
+    let addrs = match tokio::net::lookup_host((host.as_str(), port)).await {
+        Ok(addrs) => addrs.collect::<Vec<_>>(),
+        Err(_) => {
+            return refuse(format!(
+                "the DSN's host {} does not resolve",
+                crate::definitions::quoted(&host)
+            ));
+        }
+    };
+    if addrs.is_empty() {
+        return refuse(format!(
+            "the DSN's host {} does not resolve",
+            crate::definitions::quoted(&host)
+        ));
+    }
+    for addr in addrs {
+        if let Err(e) = policy.check(addr.ip()) {
+            return refuse(format!("the DSN's host resolves to {e}"));
+        }
+    }
+    Ok(())
+}
 
 /// Where a source's DSN comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
@@ -51,7 +136,11 @@ fn engine_name(d: Dialect) -> String {
 }
 
 /// Each source in force and where its DSN comes from.
-pub async fn list(store: &Store, ws: &WorkspaceId) -> Result<Vec<SourceView>, OperatorError> {
+pub async fn list(
+    store: &Store,
+    ws: &WorkspaceId,
+    reach: Reach<'_>,
+) -> Result<Vec<SourceView>, OperatorError> {
     let (_, defs) = in_force(store, ws).await?;
     let files = secret::file_urls(store, ws).await?;
     let mut out = Vec::new();
@@ -64,7 +153,9 @@ pub async fn list(store: &Store, ws: &WorkspaceId) -> Result<Vec<SourceView>, Op
             clippy::disallowed_methods,
             reason = "a definitions file's dsn_env is data: the variable it names holds a source's DSN"
         )]
-        let env_set = std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty());
+        let env_set = reach.reads_env()
+            && crate::poll::may_hold_dsn(&s.dsn_env)
+            && std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty());
         let (dsn_from, note) = if stored {
             (DsnOrigin::Stored, "stored DSN (encrypted)".to_string())
         } else if files.contains_key(&s.name) {
@@ -82,6 +173,11 @@ pub async fn list(store: &Store, ws: &WorkspaceId) -> Result<Vec<SourceView>, Op
             )
         } else if env_set {
             (DsnOrigin::Env, format!("${} (set)", s.dsn_env))
+        } else if !reach.reads_env() {
+            (
+                DsnOrigin::Missing,
+                "NOT STORED: store its DSN (POST /api/sources); this workspace does not read the server's environment".to_string(),
+            )
         } else {
             (
                 DsnOrigin::EnvNotSet,
@@ -143,6 +239,7 @@ pub async fn add(
     name: &str,
     dsn: &str,
     now: Timestamp,
+    reach: Reach<'_>,
 ) -> Result<Stored, OperatorError> {
     check_name(name)?;
     if dsn.len() > MAX_DSN_BYTES {
@@ -157,6 +254,7 @@ pub async fn add(
             "the DSN must be a postgres://, mysql:// or sqlite: URL",
         ));
     };
+    check_reach(reach, dsn).await?;
     match key {
         Ok(key) => {
             secret::put(store, key, ws, &owner(name), "dsn", dsn, now).await?;
@@ -192,6 +290,7 @@ pub async fn test(
     key: &Result<MasterKey, SecretError>,
     ws: &WorkspaceId,
     name: &str,
+    reach: Reach<'_>,
 ) -> Result<Tested, OperatorError> {
     let (_, defs) = in_force(store, ws).await?;
     let Some(def) = defs.source(name) else {
@@ -201,13 +300,18 @@ pub async fn test(
     if let Ok(key) = key {
         stored.extend(secret::open_named(store, key, ws, "source:", "dsn").await?);
     }
-    let dsn = stored
-        .get(name)
-        .cloned()
-        .or_else(|| (crate::poll::env_dsn())(def));
+    let dsn = stored.get(name).cloned();
+    if let Some(dsn) = &dsn {
+        check_reach(reach, dsn).await?;
+    }
     let result = match dsn {
         Some(dsn) => Source::connect(def, &dsn).await,
-        None => Source::from_env(def).await,
+        None if reach.reads_env() && crate::poll::may_hold_dsn(&def.dsn_env) => {
+            Source::from_env(def).await
+        }
+        None => Err(crate::source::SourceError::NotStored {
+            name: def.name.clone(),
+        }),
     };
     Ok(match result {
         Ok(source) => Tested {

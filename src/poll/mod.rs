@@ -57,26 +57,48 @@ pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
 pub use crate::source::DsnResolver;
 
-/// Reads DSNs from the environment variables the definitions name.
-pub fn env_dsn() -> DsnResolver {
-    Arc::new(|def: &SourceDef| {
-        // An undeclared source names no variable: only a stored DSN resolves it.
-        if def.dsn_env.is_empty() {
-            return None;
-        }
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "a definitions file's dsn_env is data: the variable it names holds a source's DSN"
-        )]
-        std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty())
-    })
+/// Whether an environment variable may hold a source's DSN: any but Rowfire's own settings
+/// (`ROWFIRE_…`: the control plane's URL, the master key), which no trigger may read.
+pub fn may_hold_dsn(var: &str) -> bool {
+    !var.to_ascii_uppercase().starts_with("ROWFIRE_")
 }
 
-/// Reads a source's DSN from those stored with `rowfire sources add` (by source name) and
-/// otherwise from the environment variable the definitions name.
-pub fn stored_or_env_dsn(stored: std::collections::BTreeMap<String, String>) -> DsnResolver {
-    let env = env_dsn();
-    Arc::new(move |def: &SourceDef| stored.get(&def.name).cloned().or_else(|| env(def)))
+/// A source's DSN from the environment variable the definitions name, when the source belongs to
+/// `own`, the process's own workspace. The environment is the operator's: another workspace (a
+/// tenant) stores its DSNs, and never reads this process's variables.
+pub fn env_dsn_of(own: &WorkspaceId, workspace: &WorkspaceId, def: &SourceDef) -> Option<String> {
+    // An undeclared source names no variable: only a stored DSN resolves it.
+    if workspace != own || def.dsn_env.is_empty() || !may_hold_dsn(&def.dsn_env) {
+        return None;
+    }
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a definitions file's dsn_env is data: the variable it names holds a source's DSN"
+    )]
+    std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty())
+}
+
+/// Reads the DSNs of `own`'s sources from the environment variables the definitions name (see
+/// [`env_dsn_of`]); other workspaces' sources resolve to nothing.
+pub fn env_dsn(own: &WorkspaceId) -> DsnResolver {
+    let own = own.clone();
+    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| env_dsn_of(&own, ws, def))
+}
+
+/// Reads a source's DSN from those each workspace stored with `rowfire sources add` (by
+/// workspace and source name) and otherwise, for `own` only, from the environment variable the
+/// definitions name.
+pub fn stored_or_env_dsn(
+    stored: std::collections::BTreeMap<(WorkspaceId, String), String>,
+    own: &WorkspaceId,
+) -> DsnResolver {
+    let own = own.clone();
+    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| {
+        stored
+            .get(&(ws.clone(), def.name.clone()))
+            .cloned()
+            .or_else(|| env_dsn_of(&own, ws, def))
+    })
 }
 
 /// The span one poll of one leased trigger runs in (its settle and report included).

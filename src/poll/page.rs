@@ -207,7 +207,7 @@ impl Poller {
         if let Some(s) = cache.get(&key) {
             return Ok(s.clone());
         }
-        let dsn = (self.dsn)(def).ok_or_else(|| def.missing_dsn())?;
+        let dsn = (self.dsn)(workspace, def).ok_or_else(|| def.missing_dsn())?;
         let source = Source::connect(def, &dsn)
             .await
             .map_err(|e| e.to_string())?;

@@ -17,6 +17,15 @@ pub enum SourceError {
         /// The variable.
         var: String,
     },
+    /// No DSN is stored for a source of a workspace that does not read this process's
+    /// environment (a tenant's).
+    #[error(
+        "source {name}: no DSN is stored for it, and this workspace does not read the server's environment; store one (POST /api/sources, or `rowfire sources add`)"
+    )]
+    NotStored {
+        /// The source.
+        name: String,
+    },
     /// The source is not declared in the definitions file, so no variable names its DSN.
     #[error(
         "source \"{name}\" is not declared in the definitions file; declare it under `sources:` with the environment variable that holds its DSN"

@@ -43,9 +43,13 @@ pub use window::WindowReader;
 pub(crate) use window::{FetchError, Fetched};
 use window::{MAX_PAGE_BYTES, positions};
 
-/// Finds a source's DSN (by default in its environment variable; see `poll::env_dsn`).
-pub type DsnResolver =
-    std::sync::Arc<dyn Fn(&crate::definitions::SourceDef) -> Option<String> + Send + Sync>;
+/// Finds the DSN of a workspace's source (see `worker::source_dsns`): what the workspace stored,
+/// and the environment variable the definitions name only for the process's own workspace.
+pub type DsnResolver = std::sync::Arc<
+    dyn Fn(&crate::store::WorkspaceId, &crate::definitions::SourceDef) -> Option<String>
+        + Send
+        + Sync,
+>;
 
 /// An output column of a trigger's query.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,6 +45,7 @@ mod source_sessions;
 mod sources;
 mod sources_mysql;
 mod sqlite_clocks;
+mod tenant_sources;
 mod undeclared;
 mod url_safety;
 mod webhooks;

@@ -58,7 +58,7 @@ impl World {
             self.store.clone(),
             name,
             self.clock.clone(),
-            Arc::new(move |_| Some(url.clone())),
+            Arc::new(move |_, _| Some(url.clone())),
         )
     }
 
@@ -531,7 +531,7 @@ async fn why_shows_which_fire_took_the_bucket_of_rows_that_did_not_fire() {
     w.poll().await;
     let defs = definitions::parse(SAMPLE_DEFINITIONS).unwrap();
     let url = w.sample.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
     let q = rowfire::explanation::Question {
         rule: "billing_ticket",
         key: rowfire::fixture::planted::STORMY_ACCOUNT,
@@ -574,7 +574,7 @@ async fn a_failed_poll_keeps_its_watermark_and_the_next_poll_recovers_the_window
         w.store.clone(),
         "broken",
         w.clock.clone(),
-        Arc::new(|_| None),
+        Arc::new(|_, _| None),
     );
     let failed = broken.poll_due().await.unwrap();
     let r = report(&failed, "declined_charge");

@@ -161,8 +161,17 @@ async fn only_the_undeclared_sources_trigger_waits_until_the_source_is_stored(ur
         .await
         .unwrap();
     let clock = Clock::fixed(now());
-    let poller = |store: Store, stored| {
-        Poller::new(store, "w", clock.clone(), poll::stored_or_env_dsn(stored))
+    let poller = |store: Store, stored: std::collections::BTreeMap<String, String>| {
+        let stored = stored
+            .into_iter()
+            .map(|(name, dsn)| ((WS.clone(), name), dsn))
+            .collect();
+        Poller::new(
+            store,
+            "w",
+            clock.clone(),
+            poll::stored_or_env_dsn(stored, WS),
+        )
     };
     let stored = secret::file_urls(&store, WS).await.unwrap();
     let reports = poller(store.clone(), stored).poll_due().await.unwrap();

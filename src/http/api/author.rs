@@ -42,9 +42,8 @@ pub async fn connect(
         ))
         .at("source")
     })?;
-    let dsns =
-        crate::worker::source_dsns(&state.store, workspace, state.master_key.as_ref()).await?;
-    let dsn = dsns(def).ok_or_else(|| {
+    let dsns = state.source_dsns(workspace).await?;
+    let dsn = dsns(workspace, def).ok_or_else(|| {
         ApiError::conflict(format!(
             "source {} has no DSN here: store one with `rowfire sources add` or set {}",
             def.name,

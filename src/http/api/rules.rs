@@ -300,8 +300,7 @@ pub async fn explain(
     if defs.rule(name).is_none() {
         return Err(unknown(name));
     }
-    let dsns =
-        crate::worker::source_dsns(&state.store, workspace, state.master_key.as_ref()).await?;
+    let dsns = state.source_dsns(workspace).await?;
     let explained = crate::explanation::why(
         &state.store,
         workspace,

@@ -27,7 +27,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/sources", tag = "sources",
     responses((status = 200, body = Vec<SourceView>), (status = 409, body = ErrorBody)))]
 async fn list(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<Vec<SourceView>>> {
-    Ok(Json(sources::list(&state.store, &caller.workspace).await?))
+    let reach = state.reach(&caller.workspace);
+    Ok(Json(
+        sources::list(&state.store, &caller.workspace, reach).await?,
+    ))
 }
 
 /// A source to store.
@@ -67,6 +70,7 @@ async fn add(
         &body.name,
         &body.dsn,
         now,
+        state.reach(&caller.workspace),
     )
     .await?;
     let stored = match stored {
@@ -92,6 +96,14 @@ async fn test(
     caller: Caller,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Tested>> {
-    let tested = sources::test(&state.store, &state.master_key, &caller.workspace, &name).await?;
+    let reach = state.reach(&caller.workspace);
+    let tested = sources::test(
+        &state.store,
+        &state.master_key,
+        &caller.workspace,
+        &name,
+        reach,
+    )
+    .await?;
     Ok(Json(tested))
 }

@@ -340,9 +340,7 @@ pub async fn run_now(
     if !exists(&state, &caller.workspace, &name).await? {
         return Err(unknown(&name));
     }
-    let dsns =
-        crate::worker::source_dsns(&state.store, &caller.workspace, state.master_key.as_ref())
-            .await?;
+    let dsns = state.source_dsns(&caller.workspace).await?;
     let poller = Poller::new(state.store.clone(), "api", state.clock.clone(), dsns);
     match poller.poll_now(&caller.workspace, &name).await? {
         Some(report) => Ok(Json(report.into())),

@@ -218,7 +218,7 @@ impl Sender {
         if let Some(s) = cache.get(&key) {
             return Ok(s.clone());
         }
-        let url = dsn(def).ok_or_else(|| def.missing_dsn())?;
+        let url = dsn(workspace, def).ok_or_else(|| def.missing_dsn())?;
         let source = Source::connect(def, &url)
             .await
             .map_err(|e| e.to_string())?;
