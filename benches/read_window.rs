@@ -103,7 +103,7 @@ async fn main() {
     let sql = "SELECT id, account_id, amount, status, happened_at FROM bench_events";
     let doc = format!(
         "version: 2
-source: {{ dsn_env: ROWFIRE_BENCH_SOURCE, max_rows: 10000, statement_timeout_ms: 120000 }}
+source: {{ dsn_env: BENCH_SOURCE_URL, max_rows: 10000, statement_timeout_ms: 120000 }}
 triggers:
   events: {{ sql: \"{sql}\", event_time: happened_at, key: [account_id] }}
 rules:

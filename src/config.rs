@@ -32,6 +32,10 @@ pub const WORKSPACE_ENV: &str = "ROWFIRE_WORKSPACE";
 /// The variable listing host names, besides loopback ones, that `rowfire serve` answers for
 /// (comma-separated).
 pub const ALLOWED_HOSTS_ENV: &str = "ROWFIRE_ALLOWED_HOSTS";
+/// The variable listing the workspaces, besides the process's own, that the operator runs
+/// itself (comma-separated): their sources read this process's environment variables and may
+/// reach files and addresses on this host. Every other workspace is a tenant's.
+pub const OPERATOR_WORKSPACES_ENV: &str = "ROWFIRE_OPERATOR_WORKSPACES";
 /// The variable naming this host, for the names of a worker's pollers.
 pub const HOST_ENV: &str = "HOSTNAME";
 
@@ -59,6 +63,9 @@ pub struct Config {
     pub host: String,
     /// Host names, besides loopback ones, the server answers for, lower-cased.
     pub allowed_hosts: Vec<String>,
+    /// Workspaces besides the process's own that the operator runs itself, or the first entry
+    /// that is not a workspace id.
+    pub operator_workspaces: Result<Vec<WorkspaceId>, BadWorkspaceId>,
 }
 
 impl Config {
@@ -83,8 +90,17 @@ impl Config {
             .filter(|h| !h.is_empty())
             .take(100)
             .collect();
+        let operator_workspaces = set(OPERATOR_WORKSPACES_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .take(1000)
+            .map(WorkspaceId::parse)
+            .collect();
         Config {
             allowed_hosts,
+            operator_workspaces,
             migrate_url: set(MIGRATE_URL_ENV),
             database_url_set: database_url.is_some(),
             database_url: database_url.unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string()),
@@ -107,6 +123,17 @@ impl Config {
     /// The workspace commands work in, or why `ROWFIRE_WORKSPACE` names none.
     pub fn workspace(&self) -> Result<&WorkspaceId, BadWorkspaceId> {
         self.workspace.as_ref().map_err(Clone::clone)
+    }
+
+    /// The workspaces the operator runs: `own` (the process's) and those
+    /// [`OPERATOR_WORKSPACES_ENV`] lists. Their sources read this process's environment.
+    pub fn operator_workspaces(
+        &self,
+        own: &WorkspaceId,
+    ) -> Result<Vec<WorkspaceId>, BadWorkspaceId> {
+        let mut all = vec![own.clone()];
+        all.extend(self.operator_workspaces.clone()?);
+        Ok(all)
     }
 }
 

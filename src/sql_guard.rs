@@ -51,12 +51,6 @@ pub enum GuardError {
         "the SQL has {0} tokens; a trigger's SQL may have at most 50,000 (for example, use IN (…) instead of a long OR chain)"
     )]
     TooManyTokens(usize),
-    /// A cast to a type that is not built in (PostgreSQL runs a domain's checks, any function,
-    /// on every value cast to it).
-    #[error(
-        "the SQL casts to {0}, which is not one of PostgreSQL's built-in types; cast to the built-in type it is based on"
-    )]
-    Type(String),
     /// Too deeply nested to check.
     #[error(
         "the SQL is too deeply nested to check; simplify it (for example, use IN (…) instead of a long OR chain)"

@@ -27,6 +27,9 @@ use crate::store::{DEFAULT_WORKSPACE, Store, StoreError};
 pub struct WorkerConfig {
     /// The workspace whose definitions are checked at start and made due by `poll_once`.
     pub workspace: WorkspaceId,
+    /// The workspaces the operator runs (this one, and those `ROWFIRE_OPERATOR_WORKSPACES`
+    /// lists): only their sources read this process's environment variables.
+    pub operators: Vec<WorkspaceId>,
     /// The host part of this process's worker id (`host:pid@start`), written into its leases.
     pub name: String,
     /// Pollers and senders (at least one of each).
@@ -62,6 +65,9 @@ impl WorkerConfig {
     pub fn from_config(config: &Config) -> Result<WorkerConfig, WorkerError> {
         Ok(WorkerConfig {
             workspace: DEFAULT_WORKSPACE.clone(),
+            operators: config
+                .operator_workspaces(DEFAULT_WORKSPACE)
+                .map_err(WorkerError::OperatorWorkspaces)?,
             name: config.host.clone(),
             concurrency: 1,
             listen: true,
@@ -80,6 +86,9 @@ impl WorkerConfig {
 /// Why a worker could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// `ROWFIRE_OPERATOR_WORKSPACES` lists something that is not a workspace id.
+    #[error("ROWFIRE_OPERATOR_WORKSPACES: {0}")]
+    OperatorWorkspaces(crate::store::BadWorkspaceId),
     /// The delivery lease is shorter than the shortest a worker accepts.
     #[error(
         "--delivery-lease {lease:#} is too short; give at least {min:#} (and more than your integrations' timeouts)"
@@ -147,7 +156,7 @@ impl Worker {
                     .map(|w| w.id)
                     .collect();
                 let key = config.master_key.as_ref();
-                source_dsns(&store, &all, &config.workspace, key).await?
+                source_dsns(&store, &all, &config.operators, key).await?
             }
         };
         // Leases are stamped on the control plane's clock, not this host's: one clock for the
@@ -307,12 +316,12 @@ impl Worker {
 }
 
 /// The DSN resolver for the sources of `workspaces`: each workspace's stored DSNs first, then,
-/// for `own` (the process's own workspace) only, environment variables. Without a master key,
+/// for `operators` (the workspaces the operator runs) only, environment variables. Without a master key,
 /// sealed DSNs are skipped (SQLite file URLs and environment variables still work).
 pub async fn source_dsns(
     store: &Store,
     workspaces: &[WorkspaceId],
-    own: &WorkspaceId,
+    operators: &[WorkspaceId],
     key: Result<&MasterKey, &SecretError>,
 ) -> Result<DsnResolver, StoredSecretError> {
     let mut stored = std::collections::BTreeMap::new();
@@ -330,7 +339,7 @@ pub async fn source_dsns(
                 .map(|(name, dsn)| ((ws.clone(), name), dsn)),
         );
     }
-    Ok(poll::stored_or_env_dsn(stored, own))
+    Ok(poll::stored_or_env_dsn(stored, operators))
 }
 
 /// Measures the control plane's clock again every minute (host clocks drift); a failed

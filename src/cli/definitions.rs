@@ -108,7 +108,7 @@ pub(crate) async fn why(config: &Config, rule: &str, key: &str, days: u32) -> Re
             days,
             now: now(),
         },
-        &poll::env_dsn(ws),
+        &poll::env_dsn(std::slice::from_ref(ws)),
     )
     .await
     .map_err(|e| anyhow!(e))?;

@@ -104,6 +104,7 @@ pub(crate) async fn serve(
     let worker = if with_worker {
         let worker_config = WorkerConfig {
             workspace: ws.clone(),
+            operators: config.operator_workspaces(&ws)?,
             metrics: Some(metrics.clone()),
             ..WorkerConfig::from_config(config)?
         };

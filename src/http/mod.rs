@@ -40,6 +40,10 @@ pub struct Shared {
     pub clock: Clock,
     /// The workspace a request without a token acts in (allowed only on a loopback listener).
     pub workspace: WorkspaceId,
+    /// The workspaces the operator runs (this one, and those `ROWFIRE_OPERATOR_WORKSPACES`
+    /// lists): their sources read this process's environment and reach files and addresses on
+    /// this host; every other workspace is a tenant's. A list that cannot be read adds none.
+    pub operators: Vec<WorkspaceId>,
     /// Whether every request must carry a token (the listener is not loopback-only).
     pub tokens_required: bool,
     /// Host names, besides loopback ones, that requests may name (`ROWFIRE_ALLOWED_HOSTS`).
@@ -72,9 +76,13 @@ impl AppState {
         listen: SocketAddr,
         metrics: Arc<Metrics>,
     ) -> AppState {
+        let operators = config
+            .operator_workspaces(&workspace)
+            .unwrap_or_else(|_| vec![workspace.clone()]);
         AppState(Arc::new(Shared {
             store,
             clock,
+            operators,
             workspace,
             tokens_required: !listen.ip().is_loopback(),
             allowed_hosts: config.allowed_hosts.clone(),
@@ -86,26 +94,21 @@ impl AppState {
     }
 
     /// The DSNs `workspace`'s sources resolve to when a request reads them: what it stored,
-    /// and the environment's variables only for the server's own workspace (a tenant never
-    /// reads this process's environment).
+    /// and the environment's variables only for the workspaces the operator runs (a tenant
+    /// never reads this process's environment).
     pub async fn source_dsns(
         &self,
         workspace: &WorkspaceId,
     ) -> Result<crate::source::DsnResolver, crate::secret::StoredSecretError> {
         let key = self.master_key.as_ref();
-        crate::worker::source_dsns(
-            &self.store,
-            std::slice::from_ref(workspace),
-            &self.workspace,
-            key,
-        )
-        .await
+        let one = std::slice::from_ref(workspace);
+        crate::worker::source_dsns(&self.store, one, &self.operators, key).await
     }
 
     /// What `workspace`'s sources may reach: the server's own workspace is the operator's (this
     /// process's environment, files and addresses on this host); any other is a tenant's.
     pub fn reach(&self, workspace: &WorkspaceId) -> crate::operator::sources::Reach<'_> {
-        if workspace == &self.workspace {
+        if self.operators.contains(workspace) {
             crate::operator::sources::Reach::Operator
         } else {
             crate::operator::sources::Reach::Tenant(&self.egress)

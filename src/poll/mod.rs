@@ -64,11 +64,16 @@ pub fn may_hold_dsn(var: &str) -> bool {
 }
 
 /// A source's DSN from the environment variable the definitions name, when the source belongs to
-/// `own`, the process's own workspace. The environment is the operator's: another workspace (a
-/// tenant) stores its DSNs, and never reads this process's variables.
-pub fn env_dsn_of(own: &WorkspaceId, workspace: &WorkspaceId, def: &SourceDef) -> Option<String> {
+/// one of `operators`, the workspaces the operator runs (the process's own, and those
+/// `ROWFIRE_OPERATOR_WORKSPACES` lists). The environment is the operator's: any other workspace
+/// (a tenant's) stores its DSNs, and never reads this process's variables.
+pub fn env_dsn_of(
+    operators: &[WorkspaceId],
+    workspace: &WorkspaceId,
+    def: &SourceDef,
+) -> Option<String> {
     // An undeclared source names no variable: only a stored DSN resolves it.
-    if workspace != own || def.dsn_env.is_empty() || !may_hold_dsn(&def.dsn_env) {
+    if !operators.contains(workspace) || def.dsn_env.is_empty() || !may_hold_dsn(&def.dsn_env) {
         return None;
     }
     #[expect(
@@ -78,26 +83,26 @@ pub fn env_dsn_of(own: &WorkspaceId, workspace: &WorkspaceId, def: &SourceDef) -
     std::env::var(&def.dsn_env).ok().filter(|v| !v.is_empty())
 }
 
-/// Reads the DSNs of `own`'s sources from the environment variables the definitions name (see
-/// [`env_dsn_of`]); other workspaces' sources resolve to nothing.
-pub fn env_dsn(own: &WorkspaceId) -> DsnResolver {
-    let own = own.clone();
-    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| env_dsn_of(&own, ws, def))
+/// Reads the DSNs of `operators`' sources from the environment variables the definitions name
+/// (see [`env_dsn_of`]); other workspaces' sources resolve to nothing.
+pub fn env_dsn(operators: &[WorkspaceId]) -> DsnResolver {
+    let operators = operators.to_vec();
+    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| env_dsn_of(&operators, ws, def))
 }
 
 /// Reads a source's DSN from those each workspace stored with `rowfire sources add` (by
-/// workspace and source name) and otherwise, for `own` only, from the environment variable the
-/// definitions name.
+/// workspace and source name) and otherwise, for `operators` only, from the environment variable
+/// the definitions name.
 pub fn stored_or_env_dsn(
     stored: std::collections::BTreeMap<(WorkspaceId, String), String>,
-    own: &WorkspaceId,
+    operators: &[WorkspaceId],
 ) -> DsnResolver {
-    let own = own.clone();
+    let operators = operators.to_vec();
     Arc::new(move |ws: &WorkspaceId, def: &SourceDef| {
         stored
             .get(&(ws.clone(), def.name.clone()))
             .cloned()
-            .or_else(|| env_dsn_of(&own, ws, def))
+            .or_else(|| env_dsn_of(&operators, ws, def))
     })
 }
 

@@ -6,8 +6,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    ArrayElemTypeDef, BinaryOperator, DataType, Expr, ObjectName, ObjectNamePart, Query, Select,
-    SetExpr, Statement, TableFactor, TypedString, Value as SqlValue, Visit, Visitor,
+    BinaryOperator, Expr, ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement,
+    TableFactor, Value as SqlValue, Visit, Visitor,
 };
 
 use super::{CheckedQuery, Dialect, GuardError, functions, mysql, qualify};
@@ -220,9 +220,6 @@ impl Visitor for Inspector {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
         match expr {
             Expr::Function(f) => self.function(&f.name),
-            Expr::Cast { data_type, .. } | Expr::TypedString(TypedString { data_type, .. }) => {
-                self.cast(data_type)
-            }
             // MySQL reads these reserved words as calls to the session's account functions.
             Expr::Identifier(ident)
                 if self.dialect == Dialect::Mysql
@@ -274,6 +271,8 @@ impl Visitor for Inspector {
             | Expr::RLike { .. }
             | Expr::UnaryOp { .. }
             | Expr::Convert { .. }
+            | Expr::Cast { .. }
+            | Expr::TypedString(_)
             | Expr::AtTimeZone { .. }
             | Expr::Extract { .. }
             | Expr::Ceil { .. }
@@ -348,88 +347,7 @@ fn sqlite_relation(name: &ObjectName) -> ControlFlow<GuardError> {
     }
 }
 
-/// PostgreSQL's built-in types a checked query may cast to when it names them (the types SQL
-/// spells as keywords, `INTEGER` or `TIMESTAMP WITH TIME ZONE`, are the grammar's own).
-const PG_TYPES: &[&str] = &[
-    "bit",
-    "bool",
-    "boolean",
-    "bpchar",
-    "bytea",
-    "char",
-    "cidr",
-    "date",
-    "decimal",
-    "float4",
-    "float8",
-    "inet",
-    "int",
-    "int2",
-    "int4",
-    "int8",
-    "interval",
-    "json",
-    "jsonb",
-    "macaddr",
-    "macaddr8",
-    "money",
-    "name",
-    "numeric",
-    "oid",
-    "text",
-    "time",
-    "timestamp",
-    "timestamptz",
-    "timetz",
-    "uuid",
-    "varbit",
-    "varchar",
-    "xml",
-];
-
 impl Inspector {
-    /// On PostgreSQL, refuses a cast to a type named outside [`PG_TYPES`] (a domain runs its
-    /// checks, any function, on every value cast to it; a type's input function may be anyone's).
-    fn cast(&self, data_type: &DataType) -> ControlFlow<GuardError> {
-        if self.dialect != Dialect::Postgres {
-            return ControlFlow::Continue(());
-        }
-        match data_type {
-            DataType::Custom(name, _) => {
-                let mut parts = Vec::with_capacity(name.0.len());
-                for part in &name.0 {
-                    match part {
-                        ObjectNamePart::Identifier(ident) => parts.push(match ident.quote_style {
-                            Some(_) => ident.value.clone(),
-                            None => ident.value.to_ascii_lowercase(),
-                        }),
-                        ObjectNamePart::Function(_) => {
-                            return ControlFlow::Break(GuardError::Type(name.to_string()));
-                        }
-                    }
-                }
-                let built_in = match parts.as_slice() {
-                    [t] => PG_TYPES.contains(&t.as_str()),
-                    [schema, t] => schema == "pg_catalog" && PG_TYPES.contains(&t.as_str()),
-                    _ => false,
-                };
-                if built_in {
-                    ControlFlow::Continue(())
-                } else {
-                    ControlFlow::Break(GuardError::Type(functions::display(&parts)))
-                }
-            }
-            DataType::Array(
-                ArrayElemTypeDef::AngleBracket(inner)
-                | ArrayElemTypeDef::SquareBracket(inner, _)
-                | ArrayElemTypeDef::Parenthesis(inner)
-                | ArrayElemTypeDef::ParenthesisNotNull(inner)
-                | ArrayElemTypeDef::Qualified(inner, _),
-            ) => self.cast(inner),
-            _ => ControlFlow::Continue(()),
-        }
-    }
-
     fn named_function(&self, name: &str) -> ControlFlow<GuardError> {
         let parts = vec![name.to_string()];
         if functions::admitted(self.dialect, &parts, &self.extra) {

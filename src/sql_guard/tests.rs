@@ -418,30 +418,6 @@ fn sqlite_virtual_tables_without_arguments_are_refused() {
     );
 }
 
-/// PostgreSQL runs a domain's CHECK (any function) when a value is cast to it, so a cast names a
-/// built-in type or is refused.
-#[test]
-fn a_cast_to_a_type_that_is_not_built_in_is_refused_on_postgres() {
-    for sql in [
-        "SELECT CAST(k AS my_domain) FROM t",
-        "SELECT k::my_domain FROM t",
-        "SELECT k::public.text FROM t",
-        "SELECT k::my_domain[] FROM t",
-        "SELECT my_type 'x' FROM t",
-    ] {
-        assert!(
-            matches!(refuse(sql, Dialect::Postgres), GuardError::Type(_)),
-            "{sql}"
-        );
-    }
-    accept(
-        "SELECT k::int4, k::int8, k::float8, k::text, k::varchar(10), k::numeric(10, 2), \
-         k::timestamptz, k::timestamp, k::date, k::jsonb, k::uuid, k::bool, k::text[], \
-         CAST(k AS pg_catalog.int4), CAST(k AS INTEGER), DATE '2026-01-01', k::interval FROM t",
-        Dialect::Postgres,
-    );
-}
-
 /// A trigger of more tokens than any hand-written query is refused before it is parsed: a long
 /// chain such as `1+1+…` builds a tree as deep as it is long.
 #[test]

@@ -6,7 +6,7 @@ use crate::cli::{rowfire, text};
 fn document(allow: &str) -> String {
     format!(
         "version: 2\n\
-         sources:\n  files:\n    type: sqlite\n    dsn_env: ROWFIRE_GUARD_CLI_UNSET\n{allow}\
+         sources:\n  files:\n    type: sqlite\n    dsn_env: GUARD_CLI_UNSET_URL\n{allow}\
          triggers:\n  t:\n    source: files\n    sql: \"SELECT id, at, readfile(path) AS body FROM t\"\n    event_time: at\n    key: id\n"
     )
 }

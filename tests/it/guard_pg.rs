@@ -23,7 +23,7 @@ fn definitions_text(sql: &str) -> String {
     let sql = sql.replace('\'', "''");
     format!(
         "version: 2\n\
-         source:\n  type: postgres\n  dsn_env: ROWFIRE_GUARD_PG_UNUSED\n  statement_timeout_ms: 5000\n\
+         source:\n  type: postgres\n  dsn_env: GUARD_PG_UNUSED_URL\n  statement_timeout_ms: 5000\n\
          triggers:\n  t:\n    sql: '{sql}'\n    event_time: at\n    key: id\n\
          rules:\n  r:\n    trigger: t\n    policy: once_ever\n"
     )

@@ -181,3 +181,39 @@ async fn a_request_naming_two_hosts_is_refused() {
         .header("host", "evil.example");
     assert_eq!(json(two).await.0, 421);
 }
+
+/// Pages, the API, static files, 404s and refusals all tell a browser to run only this server's
+/// own script and style, never to frame the page, and never to guess a content type.
+#[tokio::test]
+async fn every_answer_carries_the_security_headers_refusals_included() {
+    let s = Served::sqlite(Setup::default()).await;
+    for request in [
+        s.get("/"),
+        s.get("/login"),
+        s.get("/api/status"),
+        s.get("/assets/rowfire.js"),
+        s.get("/no/such/page"),
+        s.get("/api/status").header("host", "rebound.example.com"),
+    ] {
+        let response = request.send().await.unwrap();
+        let url = response.url().clone();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let csp = header("content-security-policy");
+        for needle in [
+            "script-src 'self'",
+            "frame-ancestors 'none'",
+            "default-src 'none'",
+        ] {
+            assert!(csp.contains(needle), "{url}: {csp}");
+        }
+        assert_eq!(header("x-content-type-options"), "nosniff", "{url}");
+        assert_eq!(header("x-frame-options"), "DENY", "{url}");
+    }
+}

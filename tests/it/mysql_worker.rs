@@ -88,9 +88,14 @@ async fn a_trigger_on_a_stored_mariadb_source_polls_and_fires_beside_rules_on_a_
     for trigger in ["declined_charge", "support_detractor"] {
         poll::rewind(&store, WS, trigger, ago, now()).await.unwrap();
     }
-    let dsns = rowfire::worker::source_dsns(&store, std::slice::from_ref(WS), WS, Ok(&master))
-        .await
-        .unwrap();
+    let dsns = rowfire::worker::source_dsns(
+        &store,
+        std::slice::from_ref(WS),
+        std::slice::from_ref(WS),
+        Ok(&master),
+    )
+    .await
+    .unwrap();
     let poller = Poller::new(store.clone(), "w", Clock::fixed(now()), dsns);
     let reports = poller.poll_due().await.unwrap();
     let report = |name: &str| {

@@ -120,7 +120,7 @@ async fn a_worker_resolves_each_workspaces_sources_from_its_own_stored_dsns_and_
     let dsns = rowfire::worker::source_dsns(
         &s.store,
         &[own.clone(), acme.clone(), beta.clone()],
-        &own,
+        std::slice::from_ref(&own),
         Ok(&key),
     )
     .await

@@ -36,6 +36,7 @@ async fn open_deliveries(store: &Store) -> usize {
 fn config(source_url: String, key: MasterKey) -> WorkerConfig {
     WorkerConfig {
         workspace: WS.clone(),
+        operators: vec![WS.clone()],
         name: "in-process".into(),
         concurrency: 2,
         listen: true,

@@ -87,7 +87,11 @@ async fn two_workspaces_with_the_same_definitions_fire_and_report_independently(
     // One worker serves both: each workspace's declined_charge reads the same rows. How many
     // fire depends on where the weeks begin, and acme's begin in Berlin, so on some dates the
     // two differ by a row whose week is another in UTC.
-    let (ok, polled, stderr) = run(&["worker", "--once"]);
+    // acme's definitions read this process's environment, which only the workspaces the
+    // operator runs may do: the operator says acme is one of them.
+    let shared_env = [env[0], env[1], ("ROWFIRE_OPERATOR_WORKSPACES", "acme")];
+    let worker = rowfire(&["worker", "--once"], &shared_env);
+    let (ok, (polled, stderr)) = (worker.status.success(), text(&worker));
     assert!(ok, "{polled}{stderr}");
     let lines: Vec<&str> = polled
         .lines()
