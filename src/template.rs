@@ -18,6 +18,14 @@ pub enum TemplateError {
         /// The dotted name.
         name: String,
     },
+    /// A value that fills a whole path segment of the URL is empty (or NULL).
+    #[error(
+        "{{{{ {name} }}}} is empty (or NULL) where it fills a whole segment of the URL's path, so the request would go to another resource; it was not sent (filter such rows out in the trigger's SQL)"
+    )]
+    EmptySegment {
+        /// The dotted name.
+        name: String,
+    },
 }
 
 /// A dotted name: an identifier, then identifiers or list indexes (`meta.tags.1`).

@@ -587,3 +587,50 @@ fn a_wrongly_typed_setting_inside_an_integration_is_reported_at_its_key() {
     );
     assert!(!problems.contains("eyJ"), "{problems}");
 }
+
+/// Framing headers and the ones carrying the credential or signature are Rowfire's to write: a
+/// templated `Host` or `Content-Length` let a row value choose the virtual host or cut the body,
+/// and a second `Authorization` went out beside the stored one.
+#[test]
+fn an_action_may_not_set_the_framing_credential_or_signature_headers() {
+    let doc = r#"
+integrations:
+  crm:
+    base_url: https://crm.example.com/api
+    auth: { kind: header, header: X-Api-Key }
+    actions:
+      a:
+        method: POST
+        path: /a
+        headers: { Host: "{{ h }}", content-length: "{{ n }}", x-api-key: "{{ k }}", X-Trace: "{{ t }}" }
+  bearer:
+    base_url: https://b.example.com
+    auth: { kind: bearer }
+    actions:
+      a: { method: POST, path: /a, headers: { Authorization: "{{ t }}", Transfer-Encoding: chunked } }
+  hook:
+    catalog: webhook
+    base_url: https://h.example.com/in
+    actions:
+      send: { method: POST, path: "", headers: { webhook-signature: "{{ s }}" } }
+"#;
+    let problems = parse(doc).unwrap_err().0;
+    let said: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.path, p.message))
+        .collect();
+    for needle in [
+        "integrations.crm.actions.a.headers: \"Host\" is set by Rowfire",
+        "integrations.crm.actions.a.headers: \"content-length\" is set by Rowfire",
+        "integrations.crm.actions.a.headers: \"x-api-key\" is set by Rowfire (it carries the integration's credential)",
+        "integrations.bearer.actions.a.headers: \"Authorization\" is set by Rowfire",
+        "integrations.bearer.actions.a.headers: \"Transfer-Encoding\" is set by Rowfire",
+        "integrations.hook.actions.send.headers: \"webhook-signature\" is set by Rowfire (it carries the request's signature)",
+    ] {
+        assert!(
+            said.iter().any(|s| s.starts_with(needle)),
+            "{needle} in {said:#?}"
+        );
+    }
+    assert!(!said.iter().any(|s| s.contains("X-Trace")), "{said:#?}");
+}

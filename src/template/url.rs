@@ -100,6 +100,13 @@ impl Renderer {
             name: name.to_string(),
         })?;
         let text = as_text(value);
+        // An empty value where a whole path segment goes would send the request to another
+        // resource (`DELETE /users/` for `/users/{{ id }}`): refused, as a missing one is.
+        if !self.in_query && text.is_empty() && (self.out.is_empty() || self.out.ends_with('/')) {
+            return Err(TemplateError::EmptySegment {
+                name: name.to_string(),
+            });
+        }
         self.out.push_str(&if self.in_query {
             encode_query_value(&text)
         } else {
@@ -128,6 +135,36 @@ mod tests {
         render_url(template, &json!({ "v": value, "n": 7 }), None).unwrap()
     }
 
+    /// `DELETE /users/{{ id }}` with no id would delete at the collection: refused instead.
+    #[test]
+    fn an_empty_or_null_value_that_fills_a_whole_path_segment_is_refused() {
+        let ctx = json!({ "empty": "", "none": null, "id": "u1" });
+        for template in [
+            "/users/{{ empty }}",
+            "/users/{{ none }}/posts",
+            "{{ none }}",
+        ] {
+            assert_eq!(
+                render_url(template, &ctx, None),
+                Err(TemplateError::EmptySegment {
+                    name: if template.contains("empty") {
+                        "empty"
+                    } else {
+                        "none"
+                    }
+                    .into()
+                }),
+                "{template}"
+            );
+        }
+        for (template, rendered) in [
+            ("/users/u{{ empty }}", "/users/u"),
+            ("/users/{{ id }}?note={{ none }}", "/users/u1?note="),
+        ] {
+            assert_eq!(render_url(template, &ctx, None).unwrap(), rendered);
+        }
+    }
+
     #[test]
     fn a_value_in_the_path_is_encoded_as_one_segment() {
         for (value, encoded) in [
@@ -145,7 +182,6 @@ mod tests {
             ("..", "%2E%2E"),
             (".", "%2E"),
             ("...", "..."),
-            ("", ""),
             ("plain-Value_1.2~", "plain-Value_1.2~"),
         ] {
             assert_eq!(

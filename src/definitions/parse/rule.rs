@@ -80,6 +80,17 @@ impl Cx {
                 }
                 self.base_url(&spec.base_url, &path);
                 for (action, a) in &spec.actions {
+                    for header in a.headers.keys() {
+                        if let Some(why) = reserved_header(header, &spec) {
+                            self.problem(
+                                format!("{path}.actions.{action}.headers"),
+                                format!(
+                                    "{} is set by Rowfire ({why}); remove it from the action's headers",
+                                    crate::definitions::quoted(header)
+                                ),
+                            );
+                        }
+                    }
                     let token = |c: char| c.is_ascii_alphabetic() || c == '-';
                     if a.method.is_empty() || a.method.len() > 16 || !a.method.chars().all(token) {
                         self.problem(
@@ -536,4 +547,44 @@ fn zone_text(tz: &str) -> String {
     } else {
         crate::definitions::quoted(tz)
     }
+}
+
+/// Why an action may not set `header` itself, if it may not: the framing headers the HTTP client
+/// writes (a templated `Content-Length` or `Host` would let a row value cut the body or pick the
+/// virtual host), and the headers that carry the integration's credential, signature or
+/// idempotency key, which Rowfire writes at the moment of sending.
+fn reserved_header(
+    header: &str,
+    spec: &crate::definitions::catalog::Integration,
+) -> Option<&'static str> {
+    use crate::definitions::catalog::Auth;
+    let lower = header.trim().to_ascii_lowercase();
+    const FRAMING: &[&str] = &[
+        "connection",
+        "content-length",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    if FRAMING.contains(&lower.as_str()) {
+        return Some("the HTTP client frames every request");
+    }
+    let credential = match &spec.auth {
+        Auth::Bearer | Auth::Basic => lower == "authorization",
+        Auth::Header { header } => header.trim().eq_ignore_ascii_case(&lower),
+        Auth::None => false,
+    };
+    if credential {
+        return Some("it carries the integration's credential");
+    }
+    if spec.signing.is_some() && lower.starts_with("webhook-") {
+        return Some("it carries the request's signature");
+    }
+    None
 }
