@@ -18,9 +18,19 @@ pub fn secret_strings(
     integration: &Integration,
     credentials: &BTreeMap<String, String>,
 ) -> Vec<String> {
+    use base64::Engine;
     let mut secrets: Vec<String> = credentials.values().cloned().collect();
+    // A Standard Webhooks secret is `whsec_` and the base64 of the key that signs: the part after
+    // the prefix, and the key itself (as hex), are the secret too.
+    for value in credentials.values() {
+        if let Some(key) = value.strip_prefix("whsec_") {
+            secrets.push(key.to_string());
+            if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(key) {
+                secrets.push(bytes.iter().map(|b| format!("{b:02x}")).collect());
+            }
+        }
+    }
     if integration.auth == Auth::Basic {
-        use base64::Engine;
         let cred = |name: &str| credentials.get(name).cloned().unwrap_or_default();
         let pair = format!("{}:{}", cred("username"), cred("password"));
         secrets.push(base64::engine::general_purpose::STANDARD.encode(pair));
@@ -253,6 +263,24 @@ pub fn redact_result(
 
 #[cfg(test)]
 mod tests {
+    /// The key after `whsec_` signs the requests: echoed bare, or decoded as hex, it is hidden.
+    #[test]
+    fn a_webhook_signing_key_is_redacted_without_its_prefix_and_as_the_key_it_encodes() {
+        let hook = crate::definitions::catalog::built_in("webhook").unwrap();
+        let key = "S0tLS0tLS0sBAgN6enp6cXFxcXd3d3dl";
+        let creds = [("signing_secret".to_string(), format!("whsec_{key}"))].into();
+        let secrets = super::secret_strings(&hook, &creds);
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(key)
+            .unwrap();
+        let hex: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+        for echoed in [format!("leak: {key}"), format!("leak: {hex}")] {
+            let shown = super::redact(&echoed, &secrets);
+            assert_eq!(shown, "leak: [redacted]", "{echoed}");
+        }
+    }
+
     #[test]
     fn an_echoed_credential_is_redacted_from_what_is_recorded() {
         let slack = crate::definitions::catalog::built_in("slack").unwrap();
