@@ -305,6 +305,25 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Body<T>, ApiError> {
+        // Only a body that says it is JSON: a page elsewhere can send `text/plain` across sites
+        // without asking first, never `application/json`.
+        let json = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|essence| essence.trim().to_ascii_lowercase())
+            .is_some_and(|e| {
+                e == "application/json" || (e.starts_with("application/") && e.ends_with("+json"))
+            });
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "not_json",
+                "the body must be JSON sent with `Content-Type: application/json`",
+            )
+            .at("body"));
+        }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| body_refusal(&e))?;

@@ -217,3 +217,35 @@ async fn every_answer_carries_the_security_headers_refusals_included() {
         assert_eq!(header("x-frame-options"), "DENY", "{url}");
     }
 }
+
+/// A page elsewhere may send a `text/plain` body across sites without asking first: a write's
+/// body is read only when it says it is JSON.
+#[tokio::test]
+async fn a_write_whose_body_is_not_declared_json_is_refused_with_415() {
+    let s = Served::sqlite(Setup::default()).await;
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+    ] {
+        let mut halt = s
+            .request(Method::POST, "/api/halt")
+            .body(r#"{"reason": "csrf"}"#);
+        if let Some(t) = content_type {
+            halt = halt.header("content-type", t);
+        }
+        let (status, body) = json(halt).await;
+        assert_eq!(status, 415, "{content_type:?}: {body}");
+        assert_eq!(body["error"]["code"], "not_json");
+    }
+    let (status, body) = json(s.get("/api/status")).await;
+    assert_eq!(
+        (status, body["halted"].clone()),
+        (200, serde_json::Value::Null)
+    );
+    let halt = s
+        .request(Method::POST, "/api/halt")
+        .header("content-type", "application/json; charset=utf-8")
+        .body(r#"{"reason": "maintenance"}"#);
+    assert_eq!(json(halt).await.0, 200);
+}
