@@ -32,6 +32,17 @@ async fn every_operation_in_the_openapi_document_is_served_at_its_path_and_metho
                 op["responses"].as_object().is_some_and(|r| !r.is_empty()),
                 "{method} {path} documents its responses"
             );
+            // Every parameter said to be in the path is a `{name}` of the path (the `why`
+            // route's query was documented as two path parameters).
+            for param in op["parameters"].as_array().into_iter().flatten() {
+                let name = param["name"].as_str().unwrap_or_default();
+                if param["in"] == "path" {
+                    assert!(
+                        path.contains(&format!("{{{name}}}")),
+                        "{method} {path}: path parameter {name} is not in the path"
+                    );
+                }
+            }
             // Fill path parameters with a name nothing has.
             let concrete = path
                 .split('/')

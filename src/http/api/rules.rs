@@ -264,6 +264,7 @@ pub async fn backtest(
 
 /// Which key to explain.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WhyQuery {
     /// The key as typed (`42`, `acme`, or an encoded tuple `["a","b"]`).
     pub key: Option<String>,
