@@ -93,7 +93,8 @@ pub struct Trigger {
     pub source: String,
     /// The author's SQL (checked by the guard before it runs).
     pub sql: String,
-    /// The clock column.
+    /// The clock column; empty when the document names none (accepted, as the original Rowfire
+    /// accepts it, but never polled, backtested or explained: see [`Trigger::has_clock`]).
     pub event_time: String,
     /// The key columns.
     pub key: Vec<String>,
@@ -145,6 +146,12 @@ fn digest(value: &serde_json::Value) -> String {
 }
 
 impl Trigger {
+    /// Whether the trigger names its clock column (`event_time`): a trigger without one is
+    /// stored, listed and shown, but every read of it says it needs one.
+    pub fn has_clock(&self) -> bool {
+        !self.event_time.is_empty()
+    }
+
     /// The clock and key columns the trigger's window is paged by.
     pub fn shape(&self) -> crate::sql_guard::Shape<'_> {
         crate::sql_guard::Shape {

@@ -58,7 +58,8 @@ pub async fn check_against_sources(defs: &Definitions, now: Timestamp) -> Vec<Tr
         since: now - SignedDuration::from_hours(1),
         until: now,
     };
-    for trigger in &defs.triggers {
+    // A trigger without a clock has nothing to check: `Definitions::held_back` says so.
+    for trigger in defs.triggers.iter().filter(|t| t.has_clock()) {
         let name = trigger.name.clone();
         let def = defs
             .source(&trigger.source)

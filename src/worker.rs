@@ -225,7 +225,7 @@ impl Worker {
             defs.source(name)
                 .is_some_and(|d| (self.dsn)(ws, d).is_some())
         };
-        for p in defs.unresolved_sources(resolves) {
+        for p in defs.held_back(resolves) {
             warnings.push(format!("{}: {}", p.path, p.message));
         }
         Ok(warnings)

@@ -214,7 +214,7 @@ pub(crate) async fn validate(config: &Config, file: &Path) -> Result<ExitCode> {
     // Sources the file only names may be stored in the control plane; each one that is not
     // holds back its trigger's rules only.
     let stored = stored_sources_if_configured(config).await;
-    let unresolved = defs.unresolved_sources(|name| stored.contains(name));
+    let unresolved = defs.held_back(|name| stored.contains(name));
     if !unresolved.is_empty() {
         println!(
             "{} problem(s) that hold back only the rules named (the rest of the file is fine):",
@@ -318,7 +318,7 @@ pub(crate) async fn warn_unresolved_sources(
     defs: &Definitions,
 ) -> Result<()> {
     let stored = rowfire::secret::stored_sources(store, ws).await?;
-    for p in defs.unresolved_sources(|name| stored.contains(name)) {
+    for p in defs.held_back(|name| stored.contains(name)) {
         eprintln!("warning: {}: {}", p.path, p.message);
     }
     Ok(())

@@ -488,7 +488,11 @@ impl Cx {
                 self.problem(format!("{path}.sql"), e.to_string());
             }
         }
-        let event_time = self.string(m, "event_time", &path, true);
+        // The original Rowfire reads a trigger without a clock (only its backtest totals); so
+        // does this one, and says at every read that it needs one (`Trigger::has_clock`).
+        let event_time = self
+            .string(m, "event_time", &path, false)
+            .unwrap_or_default();
         let key = self.columns(m, "key", &path, true);
         let occurrence = self.columns(m, "occurrence", &path, false);
         let (interval, max) = (DEFAULT_POLL_INTERVAL, limits::MAX_POLL_INTERVAL);
@@ -501,7 +505,7 @@ impl Cx {
             description,
             source,
             sql: sql?,
-            event_time: event_time?,
+            event_time,
             key,
             occurrence,
             poll_interval,

@@ -63,4 +63,31 @@ impl Definitions {
             })
             .collect()
     }
+
+    /// What holds back some rules and not the rest of the file: triggers whose source resolves
+    /// nowhere ([`Definitions::unresolved_sources`]), and triggers that name no clock column
+    /// (accepted, as the original Rowfire accepts them, but never read).
+    pub fn held_back(&self, resolves: impl Fn(&str) -> bool) -> Vec<Problem> {
+        let mut out = self.unresolved_sources(resolves);
+        for t in self.triggers.iter().filter(|t| !t.has_clock()) {
+            let rules: Vec<&str> = self
+                .rules
+                .iter()
+                .filter(|r| r.trigger == t.name)
+                .map(|r| r.name.as_str())
+                .collect();
+            let waiting = match rules.as_slice() {
+                [] => "no rule is held back".to_string(),
+                [one] => format!("rule {one} will not run until then"),
+                many => format!("rules {} will not run until then", many.join(", ")),
+            };
+            out.push(Problem {
+                path: format!("triggers.{}.event_time", t.name),
+                message: format!(
+                    "not given: the column that places each row in time, which Rowfire polls, backtests and explains the trigger by; {waiting} (add `event_time: COLUMN`)"
+                ),
+            });
+        }
+        out
+    }
 }

@@ -17,6 +17,14 @@ pub enum PlanError {
         /// Why.
         error: GuardError,
     },
+    /// The trigger names no clock column.
+    #[error(
+        "trigger {trigger} names no event_time, the column that places each row in time; Rowfire polls, backtests and explains a trigger by it: add `event_time: COLUMN` to the trigger"
+    )]
+    NoClock {
+        /// The trigger.
+        trigger: String,
+    },
     /// The window reaches before the earliest representable time.
     #[error("--days {0} reaches before the earliest representable time")]
     TooFarBack(u32),
@@ -32,6 +40,11 @@ pub fn planned_sql(
     days: u32,
 ) -> Result<String, PlanError> {
     let name = &trigger.name;
+    if !trigger.has_clock() {
+        return Err(PlanError::NoClock {
+            trigger: name.clone(),
+        });
+    }
     let query = sql_guard::check_allowing(&trigger.sql, dialect, &def.allow_functions).map_err(
         |error| PlanError::Guard {
             trigger: name.clone(),

@@ -240,6 +240,7 @@ impl From<crate::explanation::plan::PlanError> for ApiError {
                 ApiError::new(StatusCode::BAD_REQUEST, "refused_sql", e.to_string()).at("sql")
             }
             P::TooFarBack(_) => ApiError::invalid(e.to_string()).at("days"),
+            P::NoClock { .. } => ApiError::conflict(e.to_string()).at("event_time"),
         }
     }
 }

@@ -448,6 +448,14 @@ impl Poller {
             report.status = PollStatus::Skipped("trigger no longer defined".into());
             return Ok(None);
         };
+        if !trigger.has_clock() {
+            // Accepted as the original Rowfire accepts it, and never read: said on every poll
+            // (and by `validate`, `push` and a worker's start), without an error each time.
+            report.status = PollStatus::Skipped(
+                "the trigger names no event_time (the column that places each row in time); add `event_time: COLUMN`".into(),
+            );
+            return Ok(None);
+        }
         let modes = rules::list(store, ws).await.map_err(|e| e.to_string())?;
         let rules: Vec<(&crate::definitions::Rule, Mode)> = defs
             .rules

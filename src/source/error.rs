@@ -26,6 +26,14 @@ pub enum SourceError {
         /// The source.
         name: String,
     },
+    /// The trigger names no clock column, so it has no window to read.
+    #[error(
+        "trigger {trigger} names no event_time, the column that places each row in time; Rowfire polls, backtests and explains a trigger by it: add `event_time: COLUMN` to the trigger"
+    )]
+    NoClock {
+        /// The trigger.
+        trigger: String,
+    },
     /// The source is not declared in the definitions file, so no variable names its DSN.
     #[error(
         "source \"{name}\" is not declared in the definitions file; declare it under `sources:` with the environment variable that holds its DSN"

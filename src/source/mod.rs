@@ -294,6 +294,11 @@ impl Source {
         trigger: &crate::definitions::Trigger,
         window: Window,
     ) -> Result<CheckedQuery, SourceError> {
+        if !trigger.has_clock() {
+            return Err(SourceError::NoClock {
+                trigger: trigger.name.clone(),
+            });
+        }
         let query = self.check(&trigger.name, &trigger.sql)?;
         self.check_shape(
             &trigger.name,

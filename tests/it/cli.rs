@@ -274,6 +274,66 @@ async fn backtest_prints_the_report_with_its_sparkline_and_caveat() {
     );
 }
 
+/// The original Rowfire reads a trigger without `event_time` (its backtest reports totals only):
+/// such a file is accepted and stored, and each read of the trigger says what it needs instead.
+#[tokio::test]
+async fn a_trigger_without_event_time_is_accepted_and_every_read_of_it_says_what_it_needs() {
+    let db = TestSqlite::new();
+    sample_source(&db.url, 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("timeless.yaml");
+    std::fs::write(
+        &file,
+        "source: { dsn_env: SAMPLE_DATABASE_URL }
+triggers:
+  declines:
+    sql: SELECT id, account_id FROM payment_attempts
+    key: [account_id]
+rules:
+  heads_up: { trigger: declines }
+",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let cp = format!("sqlite://{}?mode=rwc", dir.path().join("cp.db").display());
+    let env = [
+        ("SAMPLE_DATABASE_URL", db.url.as_str()),
+        ("ROWFIRE_DATABASE_URL", &cp),
+    ];
+    let needs = "add `event_time: COLUMN`";
+
+    let (ok, stdout, stderr) = ran(&["validate", file], &env);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("triggers.declines.event_time: not given"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("rule heads_up will not run until then"),
+        "{stdout}"
+    );
+
+    let (ok, _, stderr) = ran(&["push", "-f", file], &env);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: triggers.declines.event_time"),
+        "{stderr}"
+    );
+
+    let (ok, stdout, stderr) = ran(&["backtest", "heads_up", "-f", file, "--days", "30"], &env);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("names no event_time") && stderr.contains(needs),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = ran(&["explain", "declines", "-f", file], &env);
+    assert!(!ok && stderr.contains(needs), "{stderr}");
+
+    let (ok, stdout, stderr) = ran(&["worker", "--once", "--due-now"], &env);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("names no event_time"), "{stdout}");
+}
+
 #[test]
 fn explain_prints_the_wrapped_sql_with_the_window_literals() {
     let out = rowfire(
