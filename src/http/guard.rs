@@ -62,7 +62,7 @@ pub async fn check(state: State<AppState>, request: Request, next: Next) -> Resp
 /// The checks of [`check`], and the request when it passes them.
 async fn admit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let Some(host) = host_of(headers) else {
+    let Some(host) = host_of(request.uri(), headers) else {
         return ApiError::misdirected("the request must name exactly one Host").into_response();
     };
     if !host_allowed(&host, &state.allowed_hosts) {
@@ -138,13 +138,27 @@ fn with_security_headers(headers: &mut HeaderMap) {
 
 /// The host a request names, lower-cased and without its port; `None` when it names none, or
 /// more than one.
-fn host_of(headers: &HeaderMap) -> Option<String> {
+fn host_of(uri: &axum::http::Uri, headers: &HeaderMap) -> Option<String> {
     let mut all = headers.get_all(header::HOST).iter();
     let value = all.next()?.to_str().ok()?;
     if all.next().is_some() {
         return None;
     }
-    Some(strip_port(value).to_ascii_lowercase())
+    // A request target in absolute form (`GET http://host/path`) names the host itself, and
+    // a server takes it over the `Host` header (RFC 9112, 3.2.2).
+    let value = uri.authority().map_or(value, |a| a.as_str());
+    // An authority is a host and an optional port: no user part (`localhost:80@evil.com`), and a
+    // port that is a port.
+    let authority: axum::http::uri::Authority = value.parse().ok()?;
+    let text = authority.as_str();
+    let has_port = match text.strip_prefix('[') {
+        Some(rest) => rest.contains("]:"),
+        None => text.contains(':'),
+    };
+    if text.contains('@') || (has_port && authority.port_u16().is_none()) {
+        return None;
+    }
+    Some(strip_port(text).to_ascii_lowercase())
 }
 
 fn strip_port(authority: &str) -> &str {

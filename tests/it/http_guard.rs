@@ -21,6 +21,30 @@ async fn a_request_naming_a_foreign_host_is_refused_with_421_and_a_loopback_name
         let (status, _) = json(s.get("/api/status").header("host", host.as_str())).await;
         assert_eq!(status, 200, "{host}");
     }
+    // A user part, or a port that is no port, does not make a loopback name.
+    for host in ["localhost:80@evil.example", "127.0.0.1:99999", "127.0.0.1:"] {
+        let (status, body) = json(s.get("/api/status").header("host", host)).await;
+        assert_eq!(status, 421, "{host}: {body}");
+    }
+    // A request target in absolute form names its host, whatever the Host header says.
+    let raw = |target: &str| {
+        format!("GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    };
+    let address = s.base.trim_start_matches("http://").to_string();
+    for (target, status) in [
+        ("http://evil.example/api/status", "421"),
+        (&*format!("http://127.0.0.1:{port}/api/status"), "200"),
+    ] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream.write_all(raw(target).as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{target}: {answer}"
+        );
+    }
 }
 
 #[tokio::test]
