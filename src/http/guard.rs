@@ -195,9 +195,16 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
             "a write from another site is refused; use this server's own pages or an API client",
         ));
     }
-    let Some(origin) = headers.get(header::ORIGIN) else {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let Some(origin) = origins.next() else {
         return Ok(());
     };
+    // A browser sends one origin: a second could hide a foreign one behind ours.
+    if origins.next().is_some() {
+        return Err(ApiError::forbidden(
+            "a write naming more than one Origin is refused",
+        ));
+    }
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let origin_authority = origin
         .to_str()

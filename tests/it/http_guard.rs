@@ -57,6 +57,15 @@ async fn a_write_from_a_foreign_origin_is_refused_and_one_from_this_server_passe
     let (status, body) = json(foreign).await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["code"], "forbidden");
+    // Ours first and a foreign one after it: refused, not judged by the first.
+    let two = s
+        .request(Method::POST, "/api/halt")
+        .header("content-type", "application/json")
+        .header("origin", format!("http://127.0.0.1:{port}"))
+        .header("origin", "http://evil.example")
+        .body(r#"{"reason": "x"}"#);
+    let (status, body) = json(two).await;
+    assert_eq!(status, 403, "{body}");
     let cross_site = s
         .request(Method::POST, "/api/status")
         .header("sec-fetch-site", "cross-site");
