@@ -136,6 +136,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(pages)
         .merge(api::router())
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .route("/metrics", axum::routing::get(metrics))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -143,6 +144,18 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         ))
         .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY))
         .with_state(state)
+}
+
+/// A method a route does not serve: a JSON 405, like every other error (axum's was empty).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> error::ApiError {
+    error::ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{method} is not served at {}; the API is described at /api/openapi.json",
+            uri.path().chars().take(200).collect::<String>()
+        ),
+    )
 }
 
 /// Any path no route serves: a JSON 404, like every other error.

@@ -92,3 +92,14 @@ async fn a_path_no_route_serves_answers_a_json_404() {
     assert_eq!(status, 404);
     assert_eq!(body["error"]["code"], "not_found");
 }
+
+/// A method a route does not serve answers JSON like every other error.
+#[tokio::test]
+async fn a_method_a_route_does_not_serve_answers_a_json_405() {
+    let s = Served::sqlite(Setup::default()).await;
+    for method in [Method::DELETE, Method::PUT, Method::TRACE] {
+        let (status, body) = json(s.request(method.clone(), "/api/status")).await;
+        assert_eq!(status, 405, "{method}: {body}");
+        assert_eq!(body["error"]["code"], "method_not_allowed", "{method}");
+    }
+}
