@@ -395,12 +395,23 @@ pub fn parse(text: &str) -> Result<Definitions, Problems> {
 /// Parses and validates a definitions document whose rules that name no time zone are in
 /// `default_zone` (the workspace's).
 pub fn parse_in_zone(text: &str, default_zone: &TimeZone) -> Result<Definitions, Problems> {
+    parse_with(text, default_zone, false)
+}
+
+/// Parses a version already stored in the control plane: as [`parse_in_zone`], except that the
+/// checks added after it was pushed do not refuse it (see `parse::Cx::stored`).
+pub fn parse_stored(text: &str, default_zone: &TimeZone) -> Result<Definitions, Problems> {
+    parse_with(text, default_zone, true)
+}
+
+fn parse_with(text: &str, default_zone: &TimeZone, stored: bool) -> Result<Definitions, Problems> {
     limits::prescan(text).map_err(|p| Problems(vec![p]))?;
     let doc: Yaml = serde_yaml_ng::from_str(text)
         .map_err(|e| Problems::one("(document)".into(), format!("not valid YAML: {e}")))?;
     let mut cx = parse::Cx {
         problems: Vec::new(),
         default_zone: default_zone.clone(),
+        stored,
     };
     let defs = cx.document(&doc);
     match defs {
@@ -452,6 +463,7 @@ pub mod catalog;
 pub mod edit;
 pub mod limits;
 mod parse;
+pub(crate) use parse::reserved_header;
 mod undeclared;
 
 pub mod versions;

@@ -12,10 +12,16 @@ pub(super) struct Cx {
     pub(super) problems: Vec<Problem>,
     /// The zone of rules that name none: the workspace's.
     pub(super) default_zone: jiff::tz::TimeZone,
+    /// Reading a version already stored: checks added since it was pushed (a `ROWFIRE_…`
+    /// `dsn_env`, headers Rowfire sets) do not refuse it, as what they guard against is kept
+    /// out where it is used (the variable is never read; the headers are dropped at sending).
+    pub(super) stored: bool,
 }
 
 mod rule;
 mod words;
+
+pub(crate) use rule::reserved_header;
 
 use words::*;
 
@@ -387,7 +393,7 @@ impl Cx {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if is_name && !crate::poll::may_hold_dsn(&env) {
+            if is_name && !self.stored && !crate::poll::may_hold_dsn(&env) {
                 self.problem(
                     format!("{path}.dsn_env"),
                     "names one of Rowfire's own settings (ROWFIRE_…), which no source may read; name the variable that holds the source's DSN",

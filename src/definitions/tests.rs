@@ -634,3 +634,30 @@ integrations:
     }
     assert!(!said.iter().any(|s| s.contains("X-Trace")), "{said:#?}");
 }
+
+/// A version pushed before a check existed still reads: the worker and `list` go on, and what
+/// the check guards against is kept out where it is used.
+#[test]
+fn a_stored_version_is_read_without_the_checks_added_since_it_was_pushed() {
+    let doc = r#"
+source: { dsn_env: ROWFIRE_SOURCE_URL }
+integrations:
+  api:
+    base_url: https://api.example.com
+    auth: { kind: bearer }
+    actions:
+      a: { method: POST, path: /a, headers: { Authorization: "{{ t }}" }, idempotency_header: Idem }
+      b: { method: POST, path: /b, headers: { idem: "{{ t }}" }, idempotency_header: Idem }
+triggers:
+  t: { sql: "SELECT id, at FROM x", event_time: at, key: [id] }
+"#;
+    let problems = parse(doc).unwrap_err().to_string();
+    for needle in [
+        "source.dsn_env",
+        "integrations.api.actions.a.headers",
+        "integrations.api.actions.b.headers: \"idem\" is set by Rowfire (it carries the delivery's idempotency key)",
+    ] {
+        assert!(problems.contains(needle), "{needle} in {problems}");
+    }
+    assert!(parse_stored(doc, &TimeZone::UTC).is_ok());
+}

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use jiff::tz::TimeZone;
 
-use super::{Definitions, Problems, parse_in_zone};
+use super::{Definitions, Problems, parse_stored};
 use crate::store::WorkspaceId;
 use crate::store::{DbTime, Store, StoreError, fetch_all};
 
@@ -36,7 +36,7 @@ impl Version {
                 ),
             )
         })?;
-        parse_in_zone(&self.document, &zone)
+        parse_stored(&self.document, &zone)
     }
 }
 

@@ -73,6 +73,16 @@ pub fn outbound(
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
+            // A header Rowfire sets is never taken from what was stored (a version pushed
+            // before such headers were refused may have rendered one).
+            let reserved = crate::definitions::reserved_header(name, integration).is_some()
+                || action
+                    .idempotency_header
+                    .as_deref()
+                    .is_some_and(|h| h.trim().eq_ignore_ascii_case(name.trim()));
+            if reserved {
+                continue;
+            }
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             headers.push((name.clone(), value));
         }
@@ -341,5 +351,23 @@ mod tests {
         assert!(err.contains("left the base URL's path"), "{err}");
         let err = send("https://slack.com/api/x", r#"{"X-Note":"a\r\nX-Evil: 1"}"#).unwrap_err();
         assert!(err.contains("X-Note") && !err.contains("xoxb"), "{err}");
+
+        // Headers Rowfire sets, stored by a version pushed before they were refused, are
+        // dropped: one Authorization (the credential's), no Host or Content-Length from a row.
+        let sent = send(
+            "https://slack.com/api/chat.postMessage",
+            r#"{"Host":"evil.example","content-length":"0","Authorization":"Bearer attacker","X-Note":"kept"}"#,
+        )
+        .unwrap();
+        let named = |n: &str| {
+            sent.headers
+                .iter()
+                .filter(|(h, _)| h.eq_ignore_ascii_case(n))
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(named("authorization"), ["Bearer xoxb-123-secret"]);
+        assert!(named("host").is_empty() && named("content-length").is_empty());
+        assert_eq!(named("x-note"), ["kept"]);
     }
 }

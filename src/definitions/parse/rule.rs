@@ -80,8 +80,19 @@ impl Cx {
                 }
                 self.base_url(&spec.base_url, &path);
                 for (action, a) in &spec.actions {
-                    for header in a.headers.keys() {
-                        if let Some(why) = reserved_header(header, &spec) {
+                    let stored = self.stored;
+                    for header in a.headers.keys().filter(|_| !stored) {
+                        let idempotency = a
+                            .idempotency_header
+                            .as_deref()
+                            .is_some_and(|h| h.trim().eq_ignore_ascii_case(header.trim()));
+                        let why = match reserved_header(header, &spec) {
+                            None if idempotency => {
+                                Some("it carries the delivery's idempotency key")
+                            }
+                            why => why,
+                        };
+                        if let Some(why) = why {
                             self.problem(
                                 format!("{path}.actions.{action}.headers"),
                                 format!(
@@ -553,7 +564,7 @@ fn zone_text(tz: &str) -> String {
 /// writes (a templated `Content-Length` or `Host` would let a row value cut the body or pick the
 /// virtual host), and the headers that carry the integration's credential, signature or
 /// idempotency key, which Rowfire writes at the moment of sending.
-fn reserved_header(
+pub(crate) fn reserved_header(
     header: &str,
     spec: &crate::definitions::catalog::Integration,
 ) -> Option<&'static str> {
