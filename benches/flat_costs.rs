@@ -142,7 +142,7 @@ fn poller(store: &Store, clock: &Clock, source: &str) -> Poller {
         store.clone(),
         "bench",
         clock.clone(),
-        Arc::new(move |_, _| Some(source.clone())),
+        Arc::new(move |_, _| Some(source.clone().into())),
     )
 }
 

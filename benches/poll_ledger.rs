@@ -175,7 +175,7 @@ fn poller(store: Store, name: &str, now: Timestamp, source: &str, style: ClaimSt
         store,
         name,
         Clock::fixed(now),
-        Arc::new(move |_, _| Some(source.clone())),
+        Arc::new(move |_, _| Some(source.clone().into())),
     )
     .with_claim_style(style)
 }

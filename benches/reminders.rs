@@ -146,7 +146,7 @@ fn sender(store: Store, key: &str, source: Option<String>) -> Sender {
     match source {
         // A worker's sender reaches sources through the same resolver as its pollers, for the
         // rule's recheck (on by default) just before each reminder goes.
-        Some(dsn) => sender.with_recheck(Arc::new(move |_, _| Some(dsn.clone()))),
+        Some(dsn) => sender.with_recheck(Arc::new(move |_, _| Some(dsn.clone().into()))),
         None => sender,
     }
 }
@@ -274,7 +274,7 @@ async fn main() {
         store.clone(),
         "bench",
         Clock::system(),
-        Arc::new(move |_, _| Some(dsn.clone())),
+        Arc::new(move |_, _| Some(dsn.clone().into())),
     );
     let started = Instant::now();
     let reports = poller.poll_due().await.unwrap();

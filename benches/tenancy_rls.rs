@@ -217,7 +217,7 @@ async fn fires_round(admin: &str, side: Side, source: &str, now: Timestamp) -> (
         store,
         "rls-bench",
         Clock::fixed(now),
-        Arc::new(move |_, _| Some(source.clone())),
+        Arc::new(move |_, _| Some(source.clone().into())),
     )
     .with_claim_style(ClaimStyle::Batched);
     let started = Instant::now();

@@ -386,6 +386,12 @@ pub(crate) fn quoted(value: &str) -> String {
     }
 }
 
+/// Whether an environment variable may hold a source's DSN: any but Rowfire's own settings
+/// (`ROWFIRE_…`: the control plane's URL, the master key), which no trigger may read.
+pub fn may_hold_dsn(var: &str) -> bool {
+    !var.to_ascii_uppercase().starts_with("ROWFIRE_")
+}
+
 /// Parses and validates a definitions document, reporting every problem at once. Rules that name
 /// no time zone are in UTC.
 pub fn parse(text: &str) -> Result<Definitions, Problems> {

@@ -94,7 +94,7 @@ impl Demo {
             Err("the demo sends only to the Demo inbox".into()),
             sender::Config::default(),
         )
-        .with_recheck(Arc::new(move |_, _| Some(url.clone())))
+        .with_recheck(Arc::new(move |_, _| Some(url.clone().into())))
     }
 
     /// A worker's poller on the demo's control plane, reading the sample database.
@@ -104,7 +104,7 @@ impl Demo {
             self.store.clone(),
             "demo",
             clock,
-            Arc::new(move |_, _| Some(url.clone())),
+            Arc::new(move |_, _| Some(url.clone().into())),
         )
     }
 }

@@ -188,7 +188,7 @@ pub async fn why(
         return Ok(explanation);
     };
     let read = async {
-        let source = Source::connect(def, &url)
+        let source = Source::connect_resolved(def, &url)
             .await
             .map_err(|e| e.to_string())?;
         let window = Window {

@@ -156,7 +156,7 @@ impl Worker {
                     .map(|w| w.id)
                     .collect();
                 let key = config.master_key.as_ref();
-                source_dsns(&store, &all, &config.operators, key).await?
+                source_dsns(&store, &all, &config.operators, key, Ok(&config.egress)).await?
             }
         };
         // Leases are stamped on the control plane's clock, not this host's: one clock for the
@@ -323,6 +323,7 @@ pub async fn source_dsns(
     workspaces: &[WorkspaceId],
     operators: &[WorkspaceId],
     key: Result<&MasterKey, &SecretError>,
+    egress: Result<&Policy, &String>,
 ) -> Result<DsnResolver, StoredSecretError> {
     let mut stored = std::collections::BTreeMap::new();
     for ws in workspaces {
@@ -339,7 +340,8 @@ pub async fn source_dsns(
                 .map(|(name, dsn)| ((ws.clone(), name), dsn)),
         );
     }
-    Ok(poll::stored_or_env_dsn(stored, operators))
+    let tenants = crate::operator::sources::tenant_check(&egress.cloned().map_err(String::clone));
+    Ok(poll::stored_or_env_dsn(stored, operators, tenants))
 }
 
 /// Measures the control plane's clock again every minute (host clocks drift); a failed

@@ -393,7 +393,7 @@ impl Cx {
                 .next()
                 .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if is_name && !self.stored && !crate::poll::may_hold_dsn(&env) {
+            if is_name && !self.stored && !crate::definitions::may_hold_dsn(&env) {
                 self.problem(
                     format!("{path}.dsn_env"),
                     "names one of Rowfire's own settings (ROWFIRE_…), which no source may read; name the variable that holds the source's DSN",

@@ -102,7 +102,8 @@ impl AppState {
     ) -> Result<crate::source::DsnResolver, crate::secret::StoredSecretError> {
         let key = self.master_key.as_ref();
         let one = std::slice::from_ref(workspace);
-        crate::worker::source_dsns(&self.store, one, &self.operators, key).await
+        let egress = self.egress.as_ref();
+        crate::worker::source_dsns(&self.store, one, &self.operators, key, egress).await
     }
 
     /// What `workspace`'s sources may reach: the server's own workspace is the operator's (this

@@ -30,70 +30,31 @@ impl Reach<'_> {
     }
 }
 
-/// Refuses, for a tenant, a DSN that reaches this host: a SQLite file, a Unix socket, or an
-/// address the egress policy refuses (every address the host name resolves to is checked).
+/// The check a tenant's source addresses pass: the egress policy's (none, when it is invalid).
+pub fn tenant_check(policy: &Result<Policy, String>) -> crate::source::AddressCheck {
+    match policy {
+        Ok(policy) => {
+            let policy = policy.clone();
+            std::sync::Arc::new(move |ip| policy.check(ip).map_err(|e| e.to_string()))
+        }
+        Err(e) => {
+            let e = e.clone();
+            std::sync::Arc::new(move |_| Err(format!("the egress policy is not valid ({e})")))
+        }
+    }
+}
+
+/// Refuses, for a tenant, a DSN that reaches this host: a SQLite file, a Unix socket, a
+/// parameter that names a file or another host, or an address the egress policy refuses
+/// ([`crate::source::pin`], which every connection of a tenant's source passes again).
 pub async fn check_reach(reach: Reach<'_>, dsn: &str) -> Result<(), OperatorError> {
     let Reach::Tenant(policy) = reach else {
         return Ok(());
     };
-    let refuse = |why: String| Err(OperatorError::invalid("dsn", why));
-    let dialect = crate::source::dialect_of(dsn);
-    let port = match dialect {
-        Some(Dialect::Postgres) => 5432,
-        Some(Dialect::Mysql) => 3306,
-        Some(Dialect::Sqlite) => {
-            return refuse(
-                "a SQLite file on the server is not a source another workspace may read; use a PostgreSQL or MySQL source".into(),
-            );
-        }
-        None => return refuse("the DSN must be a postgres:// or mysql:// URL".into()),
-    };
-    let Ok(url) = reqwest::Url::parse(dsn) else {
-        return refuse("the DSN is not a URL such as postgres://user@host:5432/db".into());
-    };
-    let socket = url
-        .query_pairs()
-        .any(|(k, _)| matches!(k.as_ref(), "host" | "hostaddr" | "socket"));
-    let host = url
-        .host_str()
-        .unwrap_or("")
-        .trim_matches(['[', ']'])
-        .to_string();
-    if socket || host.is_empty() {
-        return refuse(
-            "the DSN must name its server's host in the URL (not a Unix socket or a `host` parameter)".into(),
-        );
-    }
-    let policy = match policy {
-        Ok(p) => p,
-        Err(e) => {
-            return refuse(format!(
-                "the egress policy is not valid ({e}), so no source address is allowed"
-            ));
-        }
-    };
-    let port = url.port().unwrap_or(port);
-    let addrs = match tokio::net::lookup_host((host.as_str(), port)).await {
-        Ok(addrs) => addrs.collect::<Vec<_>>(),
-        Err(_) => {
-            return refuse(format!(
-                "the DSN's host {} does not resolve",
-                crate::definitions::quoted(&host)
-            ));
-        }
-    };
-    if addrs.is_empty() {
-        return refuse(format!(
-            "the DSN's host {} does not resolve",
-            crate::definitions::quoted(&host)
-        ));
-    }
-    for addr in addrs {
-        if let Err(e) = policy.check(addr.ip()) {
-            return refuse(format!("the DSN's host resolves to {e}"));
-        }
-    }
-    Ok(())
+    crate::source::pin(dsn, &tenant_check(policy))
+        .await
+        .map(|_| ())
+        .map_err(|why| OperatorError::invalid("dsn", why))
 }
 
 /// Where a source's DSN comes from.
@@ -154,7 +115,7 @@ pub async fn list(
             reason = "a definitions file's dsn_env is data: the variable it names holds a source's DSN"
         )]
         let env_set = reach.reads_env()
-            && crate::poll::may_hold_dsn(&s.dsn_env)
+            && crate::definitions::may_hold_dsn(&s.dsn_env)
             && std::env::var(&s.dsn_env).is_ok_and(|v| !v.is_empty());
         let (dsn_from, note) = if stored {
             (DsnOrigin::Stored, "stored DSN (encrypted)".to_string())
@@ -305,8 +266,14 @@ pub async fn test(
         check_reach(reach, dsn).await?;
     }
     let result = match dsn {
-        Some(dsn) => Source::connect(def, &dsn).await,
-        None if reach.reads_env() && crate::poll::may_hold_dsn(&def.dsn_env) => {
+        Some(url) => {
+            let tenant = match reach {
+                Reach::Operator => None,
+                Reach::Tenant(policy) => Some(tenant_check(policy)),
+            };
+            Source::connect_resolved(def, &crate::source::Dsn { url, tenant }).await
+        }
+        None if reach.reads_env() && crate::definitions::may_hold_dsn(&def.dsn_env) => {
             Source::from_env(def).await
         }
         None => Err(crate::source::SourceError::NotStored {

@@ -56,12 +56,9 @@ pub const DEFAULT_CLOCK_COUNT_EVERY: SignedDuration = SignedDuration::from_hours
 pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 
 pub use crate::source::DsnResolver;
+use crate::source::{AddressCheck, Dsn};
 
-/// Whether an environment variable may hold a source's DSN: any but Rowfire's own settings
-/// (`ROWFIRE_…`: the control plane's URL, the master key), which no trigger may read.
-pub fn may_hold_dsn(var: &str) -> bool {
-    !var.to_ascii_uppercase().starts_with("ROWFIRE_")
-}
+pub use crate::definitions::may_hold_dsn;
 
 /// A source's DSN from the environment variable the definitions name, when the source belongs to
 /// one of `operators`, the workspaces the operator runs (the process's own, and those
@@ -87,22 +84,30 @@ pub fn env_dsn_of(
 /// (see [`env_dsn_of`]); other workspaces' sources resolve to nothing.
 pub fn env_dsn(operators: &[WorkspaceId]) -> DsnResolver {
     let operators = operators.to_vec();
-    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| env_dsn_of(&operators, ws, def))
+    Arc::new(move |ws: &WorkspaceId, def: &SourceDef| {
+        env_dsn_of(&operators, ws, def).map(Dsn::from)
+    })
 }
 
 /// Reads a source's DSN from those each workspace stored with `rowfire sources add` (by
 /// workspace and source name) and otherwise, for `operators` only, from the environment variable
-/// the definitions name.
+/// the definitions name. Another workspace's (a tenant's) DSN connects only where `tenants`
+/// admits each address its host resolves to (see [`crate::source::pin`]).
 pub fn stored_or_env_dsn(
     stored: std::collections::BTreeMap<(WorkspaceId, String), String>,
     operators: &[WorkspaceId],
+    tenants: AddressCheck,
 ) -> DsnResolver {
     let operators = operators.to_vec();
     Arc::new(move |ws: &WorkspaceId, def: &SourceDef| {
-        stored
-            .get(&(ws.clone(), def.name.clone()))
-            .cloned()
-            .or_else(|| env_dsn_of(&operators, ws, def))
+        let operator = operators.contains(ws);
+        match stored.get(&(ws.clone(), def.name.clone())) {
+            Some(url) => Some(Dsn {
+                url: url.clone(),
+                tenant: (!operator).then(|| tenants.clone()),
+            }),
+            None => env_dsn_of(&operators, ws, def).map(Dsn::from),
+        }
     })
 }
 

@@ -208,7 +208,7 @@ impl Poller {
             return Ok(s.clone());
         }
         let dsn = (self.dsn)(workspace, def).ok_or_else(|| def.missing_dsn())?;
-        let source = Source::connect(def, &dsn)
+        let source = Source::connect_resolved(def, &dsn)
             .await
             .map_err(|e| e.to_string())?;
         cache.insert(key, source.clone());

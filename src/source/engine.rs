@@ -105,10 +105,11 @@ impl Pool {
         dialect: Dialect,
         dsn: &str,
         timeout: Duration,
+        pinned: Option<&super::Pinned>,
     ) -> Result<(Pool, String), ConnectError> {
         Ok(match dialect {
             Dialect::Postgres => {
-                let (pool, shown) = postgres::connect(dsn, timeout).await?;
+                let (pool, shown) = postgres::connect(dsn, timeout, pinned).await?;
                 (Pool::Postgres(pool), shown)
             }
             Dialect::Sqlite => {
@@ -116,7 +117,7 @@ impl Pool {
                 (Pool::Sqlite(pool), shown)
             }
             Dialect::Mysql => {
-                let (pool, shown) = mysql::connect(dsn, timeout).await?;
+                let (pool, shown) = mysql::connect(dsn, timeout, pinned).await?;
                 (Pool::Mysql(pool), shown)
             }
         })

@@ -17,6 +17,14 @@ pub enum SourceError {
         /// The variable.
         var: String,
     },
+    /// A tenant's DSN that may not be connected (see `source::pin`).
+    #[error("source {name}: {why}")]
+    Refused {
+        /// The source.
+        name: String,
+        /// Why, without the DSN.
+        why: String,
+    },
     /// No DSN is stored for a source of a workspace that does not read this process's
     /// environment (a tenant's).
     #[error(

@@ -25,6 +25,7 @@ mod mysql;
 mod postgres;
 mod redact;
 mod sqlite;
+mod tenant;
 mod unreadable;
 mod window;
 
@@ -37,6 +38,7 @@ pub use catalogue::{Catalogue, CatalogueColumn, CatalogueTable, MAX_FACTS};
 use engine::{ConnectError, Pool};
 pub use error::SourceError;
 use redact::scrub;
+pub use tenant::{AddressCheck, Pinned, pin};
 use unreadable::shorten;
 pub use unreadable::{UnreadableClocks, UnreadableExample};
 pub use window::WindowReader;
@@ -44,12 +46,34 @@ pub(crate) use window::{FetchError, Fetched};
 use window::{MAX_PAGE_BYTES, positions};
 
 /// Finds the DSN of a workspace's source (see `worker::source_dsns`): what the workspace stored,
-/// and the environment variable the definitions name only for the process's own workspace.
+/// and the environment variable the definitions name only for the workspaces the operator runs.
 pub type DsnResolver = std::sync::Arc<
-    dyn Fn(&crate::store::WorkspaceId, &crate::definitions::SourceDef) -> Option<String>
-        + Send
-        + Sync,
+    dyn Fn(&crate::store::WorkspaceId, &crate::definitions::SourceDef) -> Option<Dsn> + Send + Sync,
 >;
+
+/// A source's DSN as resolved for one workspace, and how it may be reached.
+#[derive(Clone)]
+pub struct Dsn {
+    /// The DSN.
+    pub url: String,
+    /// For a tenant's source (a workspace the operator does not run): the check every address
+    /// its host resolves to must pass when it connects ([`pin`]); `None` for the operator's.
+    pub tenant: Option<AddressCheck>,
+}
+
+impl From<String> for Dsn {
+    /// The operator's DSN: connected as it is.
+    fn from(url: String) -> Dsn {
+        Dsn { url, tenant: None }
+    }
+}
+
+impl std::fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the DSN itself: it may hold a password.
+        write!(f, "Dsn {{ tenant: {} }}", self.tenant.is_some())
+    }
+}
 
 /// An output column of a trigger's query.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,8 +177,31 @@ impl Source {
         Source::connect(def, &dsn).await
     }
 
+    /// Connects to a resolved DSN: the operator's as it is ([`Source::connect`]), a tenant's only
+    /// at an address its check admits, pinned, with nothing from this process's environment.
+    pub async fn connect_resolved(def: &SourceDef, dsn: &Dsn) -> Result<Source, SourceError> {
+        let Some(check) = &dsn.tenant else {
+            return Source::connect(def, &dsn.url).await;
+        };
+        let pinned = pin(&dsn.url, check)
+            .await
+            .map_err(|why| SourceError::Refused {
+                name: def.name.clone(),
+                why,
+            })?;
+        Source::connect_pinned(def, &dsn.url, Some(&pinned)).await
+    }
+
     /// Connects to `dsn` with the settings of `def`. Sessions are read-only.
     pub async fn connect(def: &SourceDef, dsn: &str) -> Result<Source, SourceError> {
+        Source::connect_pinned(def, dsn, None).await
+    }
+
+    async fn connect_pinned(
+        def: &SourceDef,
+        dsn: &str,
+        pinned: Option<&Pinned>,
+    ) -> Result<Source, SourceError> {
         let bad = || SourceError::BadDsn {
             name: def.name.clone(),
             var: def.dsn_env.clone(),
@@ -169,7 +216,7 @@ impl Source {
                 actual: dialect,
             });
         }
-        let (pool, shown) = Pool::connect(dialect, dsn, def.statement_timeout)
+        let (pool, shown) = Pool::connect(dialect, dsn, def.statement_timeout, pinned)
             .await
             .map_err(|e| match e {
                 ConnectError::Dsn => bad(),

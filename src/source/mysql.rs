@@ -31,8 +31,13 @@ const SYSTEM_DATABASES: &[&str] = &["information_schema", "mysql", "performance_
 pub(super) async fn connect(
     dsn: &str,
     timeout: Duration,
+    pinned: Option<&super::Pinned>,
 ) -> Result<(MySqlPool, String), ConnectError> {
-    let opts = MySqlConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
+    let mut opts = MySqlConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
+    // A tenant's source: to the address checked (the driver would look the name up again).
+    if let Some(pinned) = pinned {
+        opts = opts.host(&pinned.addr.to_string());
+    }
     let database = opts.get_database().unwrap_or("").to_string();
     let shown = format!("{}:{}/{}", opts.get_host(), opts.get_port(), database);
     if database.is_empty() || SYSTEM_DATABASES.contains(&database.to_ascii_lowercase().as_str()) {

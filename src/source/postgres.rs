@@ -25,8 +25,14 @@ pub(super) use session::{PgFail, PgSession, execute};
 pub(super) async fn connect(
     dsn: &str,
     timeout: Duration,
+    pinned: Option<&super::Pinned>,
 ) -> Result<(PgPool, String), ConnectError> {
-    let opts = PgConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
+    let mut opts = PgConnectOptions::from_str(dsn).map_err(|_| ConnectError::Dsn)?;
+    // A tenant's source: to the address checked, with the DSN's own password (empty when it
+    // gives none), never one the driver found in this process's environment or ~/.pgpass.
+    if let Some(pinned) = pinned {
+        opts = opts.hostaddr(pinned.addr).password(&pinned.password);
+    }
     let shown = format!(
         "{}:{}/{}",
         opts.get_host(),

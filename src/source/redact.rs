@@ -21,7 +21,7 @@ pub(super) fn scrub(message: &str, dsn: &str) -> String {
 }
 
 /// Decodes `%XX` escapes (as in a URL's userinfo); leaves anything else as it is.
-fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -343,7 +343,7 @@ async fn an_out_of_range_stored_watermark_fails_its_trigger_with_advice_until_re
         store.clone(),
         "w1",
         clock.clone(),
-        Arc::new(move |_, _| Some(sample_url.clone())),
+        Arc::new(move |_, _| Some(sample_url.clone().into())),
     );
     let state = |name: &'static str| {
         let store = store.clone();

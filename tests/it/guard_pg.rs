@@ -240,7 +240,7 @@ async fn no_refused_shape_changes_anything_on_a_postgres_source_with_dblink_as_s
         store.clone(),
         "guard-worker",
         clock.clone(),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let mut control = SqliteConnection::connect(&cp.url).await.unwrap();
     for sql in &shapes {

@@ -122,7 +122,7 @@ async fn tenants() -> Option<Tenants> {
         app.clone(),
         "app-worker",
         Clock::fixed(now()),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let reports = poller.poll_due().await.unwrap();
     // One declined_charge trigger per workspace, each leased under the bypass and claimed in

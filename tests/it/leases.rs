@@ -61,7 +61,7 @@ async fn two_workers_whose_clocks_differ_by_a_minute_never_take_over_each_others
         .await
         .unwrap();
     let url = sample.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let setup = Poller::new(store.clone(), "setup", behind.clone(), dsn.clone());
     let fired: u64 = setup
         .poll_due()

@@ -93,6 +93,7 @@ async fn a_trigger_on_a_stored_mariadb_source_polls_and_fires_beside_rules_on_a_
         std::slice::from_ref(WS),
         std::slice::from_ref(WS),
         Ok(&master),
+        Ok(&rowfire::send::egress::Policy::default()),
     )
     .await
     .unwrap();

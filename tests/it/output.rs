@@ -121,7 +121,7 @@ async fn a_trigger_line_counts_rows_so_fired_and_already_add_up_to_matched() {
         store.clone(),
         "w",
         Clock::fixed(now()),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let reports = poller.poll_due().await.unwrap();
     let declines = reports
@@ -178,7 +178,7 @@ async fn why_prints_a_key_one_way_and_a_once_ever_bucket_as_once_ever() {
             .unwrap()
     );
     let url = sample.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let poller = Poller::new(store.clone(), "w", Clock::fixed(now()), dsn.clone());
     poller.poll_due().await.unwrap();
     let mut tx = store.begin(WS).await.unwrap();

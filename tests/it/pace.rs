@@ -179,7 +179,7 @@ async fn a_delivery_due_now_is_sent_within_a_second_by_an_idle_sender(url: &str)
         store.clone(),
         "w",
         Clock::system(),
-        Arc::new(move |_, _| Some(url_source.clone())),
+        Arc::new(move |_, _| Some(url_source.clone().into())),
     );
     assert_eq!(poller.poll_due().await.unwrap()[0].fired, 1);
     assert!(

@@ -58,7 +58,7 @@ impl World {
             self.store.clone(),
             name,
             self.clock.clone(),
-            Arc::new(move |_, _| Some(url.clone())),
+            Arc::new(move |_, _| Some(url.clone().into())),
         )
     }
 
@@ -531,7 +531,7 @@ async fn why_shows_which_fire_took_the_bucket_of_rows_that_did_not_fire() {
     w.poll().await;
     let defs = definitions::parse(SAMPLE_DEFINITIONS).unwrap();
     let url = w.sample.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let q = rowfire::explanation::Question {
         rule: "billing_ticket",
         key: rowfire::fixture::planted::STORMY_ACCOUNT,

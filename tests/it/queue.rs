@@ -55,7 +55,7 @@ async fn pending_deliveries(control_plane: &str) -> (Store, usize) {
         store.clone(),
         "w",
         Clock::fixed(now()),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let reports = poller.poll_due().await.unwrap();
     let fired: u64 = reports.iter().flat_map(|r| &r.rules).map(|r| r.fired).sum();

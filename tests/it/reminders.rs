@@ -90,7 +90,7 @@ impl Calendar {
             .unwrap();
         let clock = Clock::fixed(now());
         let url = source.url.clone();
-        let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+        let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
         let poller = Poller::new(store.clone(), "a", clock.clone(), dsn.clone());
         let poller_b = Poller::new(store.clone(), "b", clock.clone(), dsn.clone());
         let sender = Sender::new(

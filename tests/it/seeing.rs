@@ -67,7 +67,7 @@ impl Desk {
             .await
             .unwrap();
         let clock = Clock::fixed(now());
-        let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(desk_source.clone()));
+        let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(desk_source.clone().into()));
         let poller = Poller::new(store.clone(), "desk", clock.clone(), dsn);
         let defs = definitions::parse(&definitions_text()).unwrap();
         Desk {
@@ -227,7 +227,7 @@ async fn why_shows_an_anchored_keys_scheduled_moved_and_cancelled_sends(url: &st
     let d = Desk::new(url).await;
     d.busy_afternoon().await;
     let source = d.source.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(source.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(source.clone().into()));
     let ask = |key| Question {
         rule: "nudge",
         key,

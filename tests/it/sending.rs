@@ -161,7 +161,7 @@ impl Setup {
             store.clone(),
             "w",
             clock.clone(),
-            Arc::new(move |_, _| Some(url.clone())),
+            Arc::new(move |_, _| Some(url.clone().into())),
         );
         let policy = Policy::parse(opts.allow, false).unwrap();
         let config = sender::Config {

@@ -457,7 +457,7 @@ rules:
         store.clone(),
         "w1",
         Clock::fixed(now()),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let started = Instant::now();
     let reports = poller.poll_due().await.unwrap();

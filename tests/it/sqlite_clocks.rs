@@ -364,7 +364,7 @@ async fn a_poll_and_why_report_an_unreadable_clock_apart_from_null_clocks() {
             .unwrap()
     );
     let url = lite.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let poller = Poller::new(store.clone(), "w1", clock, dsn.clone());
     let reports = poller.poll_due().await.unwrap();
     let report = reports.iter().find(|r| r.trigger == "event").unwrap();
@@ -431,7 +431,7 @@ async fn a_poll_sends_no_statement_over_the_whole_query_between_two_counts_of_nu
             .unwrap()
     );
     let url = lite.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let poller = Poller::new(store.clone(), "w1", clock.clone(), dsn);
 
     // The first poll counts: one NULL clock and two unreadable ones, over the whole query.
@@ -493,7 +493,7 @@ async fn a_changed_trigger_counts_its_null_clocks_again_on_its_next_poll() {
     push::push(&store, WS, DEFINITIONS, now()).await.unwrap();
     let clock = Clock::fixed(now());
     let url = lite.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let poller = Poller::new(store.clone(), "w1", clock.clone(), dsn);
     assert!(poll_event(&poller, &store, &clock).await.clocks_recounted);
     clock.set(now() + SignedDuration::from_mins(5));

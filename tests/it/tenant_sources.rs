@@ -5,6 +5,7 @@
 
 use rowfire::push;
 use rowfire::secret::{self, MasterKey};
+use rowfire::send::egress::Policy;
 use rowfire::store::{WorkspaceId, workspace};
 use serde_json::json;
 
@@ -61,16 +62,27 @@ async fn a_tenant_reads_no_server_environment_and_stores_no_dsn_that_reaches_thi
         "{body}"
     );
 
+    let unreachable = "does not resolve to an address this server may reach";
     for (dsn, says) in [
         ("sqlite:///etc/passwd", "SQLite file"),
         ("sqlite://rowfire.db", "SQLite file"),
-        ("postgres://postgres@127.0.0.1:5432/postgres", "loopback"),
-        ("postgres://postgres@localhost/postgres", "loopback"),
-        ("mysql://root@[::1]:3306/mysql", "loopback"),
-        ("postgres://u@10.1.2.3/db", "private"),
-        ("postgres://u@169.254.169.254/db", "link-local"),
-        ("postgres:///db?host=/var/run/postgresql", "Unix socket"),
-        ("postgres://u@example.com/db?host=/tmp", "Unix socket"),
+        ("postgres://postgres@127.0.0.1:5432/postgres", unreachable),
+        ("postgres://postgres@localhost/postgres", unreachable),
+        ("mysql://root@[::1]:3306/mysql", unreachable),
+        ("postgres://u@10.1.2.3/db", unreachable),
+        ("postgres://u@169.254.169.254/db", unreachable),
+        (
+            "postgres:///db?host=/var/run/postgresql",
+            "parameter \"host\"",
+        ),
+        (
+            "postgres://u@example.com/db?host=/tmp",
+            "parameter \"host\"",
+        ),
+        (
+            "postgres://u@example.com/db?sslrootcert=/etc/passwd",
+            "parameter \"sslrootcert\"",
+        ),
     ] {
         let add = s
             .post("/api/sources", json!({ "name": "home", "dsn": dsn }))
@@ -122,6 +134,7 @@ async fn a_worker_resolves_each_workspaces_sources_from_its_own_stored_dsns_and_
         &[own.clone(), acme.clone(), beta.clone()],
         std::slice::from_ref(&own),
         Ok(&key),
+        Ok(&Policy::default()),
     )
     .await
     .unwrap();
@@ -138,17 +151,104 @@ sources:
     let defs = rowfire::definitions::parse("sources:\n  warehouse: { dsn_env: HOME }\n").unwrap();
     let warehouse = defs.source("warehouse").unwrap();
 
-    assert_eq!(dsns(&acme, warehouse).as_deref(), Some(secret_db));
-    assert_eq!(
-        dsns(&beta, warehouse),
-        None,
+    let acmes = dsns(&acme, warehouse).expect("acme's stored DSN");
+    assert_eq!(acmes.url, secret_db);
+    assert!(acmes.tenant.is_some(), "acme's DSN connects as a tenant's");
+    assert!(
+        dsns(&beta, warehouse).is_none(),
         "beta reads neither acme's DSN nor $HOME"
     );
-    assert!(
-        dsns(&own, warehouse).is_some(),
-        "the operator's workspace reads $HOME"
-    );
+    let own_dsn = dsns(&own, warehouse).expect("the operator's workspace reads $HOME");
+    assert!(own_dsn.tenant.is_none());
     let mut settings = warehouse.clone();
     settings.dsn_env = "ROWFIRE_DATABASE_URL".into();
-    assert_eq!(dsns(&own, &settings), None);
+    assert!(dsns(&own, &settings).is_none());
+
+    // Checked again where it connects, whenever it was stored: a tenant's DSN naming this host
+    // (as if its name had been pointed here since) is refused before any connection is made.
+    let local = rowfire::source::Dsn {
+        url: "postgres://postgres@127.0.0.1:5432/postgres".into(),
+        tenant: acmes.tenant.clone(),
+    };
+    let Err(e) = rowfire::source::Source::connect_resolved(warehouse, &local).await else {
+        panic!("a tenant's DSN reached this host");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("does not resolve to an address this server may reach"),
+        "{e}"
+    );
+}
+
+/// The PostgreSQL driver fills what a DSN leaves out from the process's environment
+/// (`PGPASSWORD`, `~/.pgpass`): a tenant's server must never receive the operator's password.
+/// The test runs itself again in a child process whose environment holds one.
+#[tokio::test]
+async fn a_tenants_postgres_source_is_sent_no_password_from_this_processs_environment() {
+    const NAME: &str = "tenant_sources::a_tenants_postgres_source_is_sent_no_password_from_this_processs_environment";
+    const SECRET: &str = "operator-pg-password";
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test tells the child process it runs itself in by a variable"
+    )]
+    let child = std::env::var_os("ROWFIRE_TEST_PGPASSWORD_CHILD").is_some();
+    if !child {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture"])
+            .env("ROWFIRE_TEST_PGPASSWORD_CHILD", "1")
+            .env("PGPASSWORD", SECRET)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert!(
+            stdout.contains("1 passed"),
+            "the child ran the test: {stdout}"
+        );
+        return;
+    }
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A server that asks for a cleartext password and keeps what it is sent.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = tokio::spawn(async move {
+        let (mut c, _) = listener.accept().await.unwrap();
+        loop {
+            let len = c.read_i32().await.unwrap() as usize;
+            let mut body = vec![0u8; len - 4];
+            c.read_exact(&mut body).await.unwrap();
+            if len == 8 && body == [4, 210, 22, 47] {
+                c.write_all(b"N").await.unwrap(); // no TLS
+                continue;
+            }
+            break;
+        }
+        c.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]).await.unwrap();
+        let kind = c.read_u8().await.unwrap();
+        let len = c.read_i32().await.unwrap() as usize;
+        let mut body = vec![0u8; len - 4];
+        c.read_exact(&mut body).await.unwrap();
+        (
+            kind,
+            String::from_utf8_lossy(&body)
+                .trim_end_matches('\0')
+                .to_string(),
+        )
+    });
+    let defs = rowfire::definitions::parse("source: { type: postgres }\n").unwrap();
+    let def = defs.source(rowfire::definitions::DEFAULT_SOURCE).unwrap();
+    let dsn = rowfire::source::Dsn {
+        url: format!("postgres://tenant@127.0.0.1:{port}/db?sslmode=disable"),
+        tenant: Some(std::sync::Arc::new(|_| Ok(()))),
+    };
+    let _ = rowfire::source::Source::connect_resolved(def, &dsn).await;
+    let (kind, password) = received.await.unwrap();
+    assert_eq!(kind, b'p');
+    assert_eq!(
+        password, "",
+        "the tenant's server was sent a password it did not give"
+    );
 }

@@ -170,7 +170,11 @@ async fn only_the_undeclared_sources_trigger_waits_until_the_source_is_stored(ur
             store,
             "w",
             clock.clone(),
-            poll::stored_or_env_dsn(stored, std::slice::from_ref(WS)),
+            poll::stored_or_env_dsn(
+                stored,
+                std::slice::from_ref(WS),
+                std::sync::Arc::new(|_| Ok(())),
+            ),
         )
     };
     let stored = secret::file_urls(&store, WS).await.unwrap();

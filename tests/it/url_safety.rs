@@ -113,7 +113,7 @@ async fn run(emails: &[&str], reply: Reply) -> Run {
         store.clone(),
         "w",
         clock.clone(),
-        Arc::new(move |_, _| Some(url.clone())),
+        Arc::new(move |_, _| Some(url.clone().into())),
     );
     let reports = poller.poll_due().await.unwrap();
     assert_eq!(reports[0].fired, emails.len() as u64, "{reports:?}");

@@ -45,7 +45,7 @@ fn config(source_url: String, key: MasterKey) -> WorkerConfig {
         count_clocks_every: rowfire::poll::DEFAULT_CLOCK_COUNT_EVERY,
         egress: Policy::parse("127.0.0.1", false).unwrap(),
         master_key: Ok(key),
-        dsn: Some(Arc::new(move |_, _| Some(source_url.clone()))),
+        dsn: Some(Arc::new(move |_, _| Some(source_url.clone().into()))),
         sync_clock: false,
         metrics: None,
     }

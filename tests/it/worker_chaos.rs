@@ -259,7 +259,7 @@ async fn killing_pollers_at_random_loses_no_fire_doubles_none_and_leaves_no_trig
     // moment after the last row (once the killed workers' leases lapse).
     let end = clock.now() + SignedDuration::from_secs(1);
     let url = events.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(url.clone().into()));
     let poller = Poller::new(store.clone(), "final", clock.clone(), dsn).with_lease(LEASE);
     let caught_up = wait_for(Duration::from_secs(20), || {
         let (store, poller, clock) = (&store, &poller, &clock);

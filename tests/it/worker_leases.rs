@@ -456,7 +456,7 @@ async fn a_poll_whose_lease_was_taken_over_stops_before_claiming_and_does_not_se
         .await
         .unwrap();
     let source = sample.url.clone();
-    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(source.clone()));
+    let dsn: poll::DsnResolver = Arc::new(move |_, _| Some(source.clone().into()));
     let second = SignedDuration::from_secs(1);
     let a = Poller::new(store.clone(), "a", clock.clone(), dsn.clone()).with_lease(second);
     let b = Poller::new(store.clone(), "b", clock.clone(), dsn.clone()).with_lease(second);

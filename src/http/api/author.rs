@@ -44,18 +44,19 @@ pub async fn connect(
     })?;
     let dsns = state.source_dsns(workspace).await?;
     let dsn = dsns(workspace, def).ok_or_else(|| {
-        ApiError::conflict(format!(
-            "source {} has no DSN here: store one with `rowfire sources add` or set {}",
-            def.name,
-            if def.dsn_env.is_empty() {
-                "it"
-            } else {
-                &def.dsn_env
+        let or_set = match state.reach(workspace) {
+            crate::operator::sources::Reach::Operator if !def.dsn_env.is_empty() => {
+                format!(" or set {}", def.dsn_env)
             }
+            _ => String::new(),
+        };
+        ApiError::conflict(format!(
+            "source {} has no DSN here: store one (POST /api/sources, or `rowfire sources add`){or_set}",
+            def.name,
         ))
         .at("source")
     })?;
-    Ok(Source::connect(def, &dsn).await?)
+    Ok(Source::connect_resolved(def, &dsn).await?)
 }
 
 /// `days` when it is within 1..=[`MAX_DAYS`]; 400 naming `field` otherwise.

@@ -219,7 +219,7 @@ impl Sender {
             return Ok(s.clone());
         }
         let url = dsn(workspace, def).ok_or_else(|| def.missing_dsn())?;
-        let source = Source::connect(def, &url)
+        let source = Source::connect_resolved(def, &url)
             .await
             .map_err(|e| e.to_string())?;
         cache.insert(key, source.clone());
