@@ -94,6 +94,11 @@ pub(crate) async fn serve(
 ) -> Result<ExitCode> {
     let store = open_and_migrate(config).await?;
     let ws = config.workspace()?.clone();
+    // Which workspaces are the operator's decides what their sources may reach: a list that
+    // cannot be read stops the server rather than quietly meaning "none".
+    config
+        .operator_workspaces(&ws)
+        .map_err(|e| anyhow::anyhow!("ROWFIRE_OPERATOR_WORKSPACES: {e}"))?;
     let clock = Clock::system();
     if !listen.ip().is_loopback() && token::list(&store, &ws).await?.is_empty() {
         eprintln!(

@@ -58,7 +58,9 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
         trigger_lease: opts.trigger_lease,
         count_clocks_every: opts.count_clocks_every,
         workspace: config.workspace()?.clone(),
-        operators: config.operator_workspaces(config.workspace()?)?,
+        operators: config
+            .operator_workspaces(config.workspace()?)
+            .map_err(|e| anyhow!("ROWFIRE_OPERATOR_WORKSPACES: {e}"))?,
         ..WorkerConfig::from_config(config)?
     };
     let worker = Worker::new(store.clone(), Clock::system(), worker_config).await?;

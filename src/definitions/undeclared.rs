@@ -11,8 +11,9 @@ impl SourceDef {
     pub fn missing_dsn(&self) -> String {
         if self.declared {
             format!(
-                "source {}: the environment variable {} is not set",
-                self.name, self.dsn_env
+                "source {name}: the environment variable {var} is not set, or is not read for this workspace (only the workspaces the operator runs read this process's environment: the process's own and those ROWFIRE_OPERATOR_WORKSPACES lists); set it, or store the DSN with `rowfire sources add {name} --url-env VAR` (POST /api/sources)",
+                name = self.name,
+                var = self.dsn_env
             )
         } else {
             format!(

@@ -334,6 +334,30 @@ rules:
     assert!(stdout.contains("names no event_time"), "{stdout}");
 }
 
+/// Which workspaces are the operator's decides what their sources may reach: a list that cannot
+/// be read stops `serve` and `worker` before they start, naming the variable.
+#[test]
+fn an_unreadable_operator_workspaces_list_stops_serve_and_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = format!("sqlite://{}?mode=rwc", dir.path().join("cp.db").display());
+    let env = [
+        ("ROWFIRE_DATABASE_URL", cp.as_str()),
+        ("ROWFIRE_OPERATOR_WORKSPACES", "acme,Not An Id"),
+    ];
+    for args in [
+        &["serve", "--listen", "127.0.0.1:0"][..],
+        &["worker", "--once"][..],
+    ] {
+        let (ok, stdout, stderr) = ran(args, &env);
+        assert!(!ok, "{args:?}: {stdout}");
+        assert!(
+            stderr.contains("ROWFIRE_OPERATOR_WORKSPACES")
+                && stderr.contains("is not a workspace id"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn explain_prints_the_wrapped_sql_with_the_window_literals() {
     let out = rowfire(
