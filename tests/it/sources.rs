@@ -304,3 +304,30 @@ async fn postgres_decimals_dates_and_json_keep_their_exact_form() {
     );
     assert_eq!(row.clock, Some(at));
 }
+
+/// `infinity` is PostgreSQL's "never" (a `valid_until` that has no end): no instant holds it, so
+/// it is read as its name, and one such row does not stop the read.
+#[tokio::test]
+async fn postgres_infinite_times_and_dates_are_read_as_their_names() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let source = Source::connect(&def(Duration::from_secs(5)), &pg.url)
+        .await
+        .unwrap();
+    let at = now() - SignedDuration::from_hours(24);
+    let sql = format!(
+        "SELECT 'x' AS k, TIMESTAMPTZ '{at}' AS at, 'infinity'::timestamptz AS until_tz, '-infinity'::timestamp AS since, 'infinity'::date AS day, '-infinity'::date AS first_day"
+    );
+    let rows = first_page(&source, &sql).await.unwrap().unwrap();
+    let row = &rows[0];
+    for (column, word) in [
+        ("until_tz", "infinity"),
+        ("since", "-infinity"),
+        ("day", "infinity"),
+        ("first_day", "-infinity"),
+    ] {
+        assert_eq!(row.get(column), Some(&Value::Text(word.into())), "{column}");
+    }
+    assert_eq!(row.clock, Some(at));
+}

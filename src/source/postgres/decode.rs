@@ -135,6 +135,10 @@ fn push_binary(bytes: &[u8], kind: Kind, out: &mut Vec<Value>) -> Result<usize, 
         Kind::F8 => out.push(Value::Float(f64::from_be_bytes(exact(bytes)?))),
         Kind::TimestampTz => {
             let micros = i64::from_be_bytes(exact(bytes)?);
+            if let Some(word) = infinite_i64(micros) {
+                out.push(Value::Text(CompactString::const_new(word)));
+                return Ok(8);
+            }
             let at = PG_EPOCH.checked_add(jiff::SignedDuration::from_micros(micros));
             out.push(Value::Timestamp(or_malformed(at.ok())?));
         }
@@ -178,6 +182,43 @@ fn exact<const N: usize>(bytes: &[u8]) -> Result<[u8; N], Refused> {
     bytes.try_into().map_err(|_| Refused::Malformed)
 }
 
+/// PostgreSQL's `infinity` and `-infinity` as a binary time holds them (the largest and the
+/// smallest microseconds), by name.
+fn infinite_i64(micros: i64) -> Option<&'static str> {
+    match micros {
+        i64::MAX => Some("infinity"),
+        i64::MIN => Some("-infinity"),
+        _ => None,
+    }
+}
+
+/// A time or date that is `infinity` or `-infinity` (a common "never"), in either format, as
+/// the text PostgreSQL prints for it: no instant holds it, and one such row must not stop the
+/// read.
+fn infinite(raw: &PgValueRef<'_>, kind: Kind) -> Option<Value> {
+    let word = match (raw.format(), kind) {
+        (PgValueFormat::Binary, Kind::TimestampTz | Kind::Timestamp) => {
+            infinite_i64(i64::from_be_bytes(raw.as_bytes().ok()?.try_into().ok()?))
+        }
+        (PgValueFormat::Binary, Kind::Date) => {
+            match i32::from_be_bytes(raw.as_bytes().ok()?.try_into().ok()?) {
+                i32::MAX => Some("infinity"),
+                i32::MIN => Some("-infinity"),
+                _ => None,
+            }
+        }
+        (PgValueFormat::Text, Kind::TimestampTz | Kind::Timestamp | Kind::Date) => {
+            match raw.as_str().ok()? {
+                "infinity" => Some("infinity"),
+                "-infinity" => Some("-infinity"),
+                _ => None,
+            }
+        }
+        _ => None,
+    }?;
+    Some(Value::Text(CompactString::const_new(word)))
+}
+
 /// Decodes one raw value that is not NULL as `kind`, through the driver's decoders (any
 /// format).
 fn decode_value(raw: PgValueRef<'_>, i: usize, kind: Kind) -> Result<Value, sqlx::Error> {
@@ -185,6 +226,9 @@ fn decode_value(raw: PgValueRef<'_>, i: usize, kind: Kind) -> Result<Value, sqlx
         index: i.to_string(),
         source,
     };
+    if let Some(never) = infinite(&raw, kind) {
+        return Ok(never);
+    }
     Ok(match kind {
         Kind::Bool => Value::Bool(take(raw, i)?),
         Kind::I2 => Value::Int(take::<i16>(raw, i)?.into()),
@@ -409,13 +453,18 @@ mod tests {
     fn hostile_binary_text_times_and_decimals_are_malformed_not_read() {
         // Not UTF-8.
         assert_eq!(read(&[0xff, 0xfe], Kind::Text), Err("malformed"));
-        // Microseconds past what an instant can hold, either way.
+        // PostgreSQL's infinity and -infinity (the extreme microseconds) read as their names.
         assert_eq!(
             read(&i64::MAX.to_be_bytes(), Kind::TimestampTz),
-            Err("malformed")
+            Ok((Value::Text("infinity".into()), 8))
         );
         assert_eq!(
             read(&i64::MIN.to_be_bytes(), Kind::TimestampTz),
+            Ok((Value::Text("-infinity".into()), 8))
+        );
+        // Microseconds past what an instant can hold otherwise.
+        assert_eq!(
+            read(&(i64::MAX - 1).to_be_bytes(), Kind::TimestampTz),
             Err("malformed")
         );
         // A NUMERIC header claiming more digit groups than it has.
