@@ -37,6 +37,10 @@
 //! ROWFIRE_BENCH_PG; node and npm for the peer, which is skipped with a message without them).
 //! `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains and stops.
 
+// The pollers' and senders' futures nest deeper than the compiler's default query depth allows
+// when a fresh build lays them out.
+#![recursion_limit = "256"]
+
 #![expect(
     clippy::disallowed_methods,
     reason = "lateness is measured against the system clock the senders run on"

@@ -5,6 +5,10 @@
 //!
 //! Run: `cargo bench --bench poll_ledger` (PostgreSQL on 127.0.0.1:5432, or set ROWFIRE_BENCH_PG).
 
+// The pollers' and senders' futures nest deeper than the compiler's default query depth allows
+// when a fresh build lays them out.
+#![recursion_limit = "256"]
+
 mod support;
 
 use std::sync::Arc;

@@ -25,6 +25,10 @@
 //! Run: `cargo bench --bench reminders` (PostgreSQL on 127.0.0.1:5432, or set ROWFIRE_BENCH_PG).
 //! It takes about 15 minutes, most of it waiting for the reminders to fall due.
 
+// The pollers' and senders' futures nest deeper than the compiler's default query depth allows
+// when a fresh build lays them out.
+#![recursion_limit = "256"]
+
 #![expect(
     clippy::disallowed_methods,
     reason = "materialising, sending and lateness are measured against the system clock the poller and sender run on"

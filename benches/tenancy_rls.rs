@@ -34,6 +34,10 @@
 //! Run: `cargo bench --bench tenancy_rls` (PostgreSQL on 127.0.0.1:5432, or set
 //! ROWFIRE_BENCH_PG naming a superuser, which creates the owner role `rowfire_bench_rls_owner`).
 
+// The pollers' and senders' futures nest deeper than the compiler's default query depth allows
+// when a fresh build lays them out.
+#![recursion_limit = "256"]
+
 #![expect(
     clippy::disallowed_methods,
     reason = "the senders run on the system clock, and the deliveries they drain are due at its now"

@@ -174,6 +174,12 @@ async fn print_due(store: &Store, ws: &WorkspaceId, now: Timestamp) -> Result<()
 
 /// `rowfire halt REASON`: nothing is sent and no watermark moves until `resume`.
 pub(crate) async fn halt(config: &Config, reason: &str) -> Result<ExitCode> {
+    let max = workspace::MAX_HALT_REASON_CHARS;
+    if reason.trim().is_empty() || reason.chars().count() > max {
+        anyhow::bail!(
+            "give a reason of 1 to {max} characters (it is shown with every skipped poll and send)"
+        );
+    }
     let (store, ws) = open_workspace(config).await?;
     let (store, ws) = (&store, &ws);
     workspace::halt(store, ws, reason, now()).await?;

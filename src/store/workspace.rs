@@ -104,6 +104,9 @@ pub fn missing(store: &Store, workspace: &WorkspaceId) -> StoreError {
     }
 }
 
+/// The longest halt reason, in characters.
+pub const MAX_HALT_REASON_CHARS: usize = 500;
+
 /// Halts a workspace: polls stop advancing watermarks and nothing is sent until `resume`.
 pub async fn halt(
     store: &Store,

@@ -473,6 +473,9 @@ fn push_pull_promote_and_status_work_on_the_embedded_control_plane() {
         "{list}"
     );
 
+    let long = "x".repeat(501);
+    let (ok, _, stderr) = ran(&["halt", &long], &env);
+    assert!(!ok && stderr.contains("1 to 500 characters"), "{stderr}");
     assert!(
         rowfire(&["halt", "billing", "outage"], &env)
             .status

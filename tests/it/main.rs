@@ -1,5 +1,9 @@
 //! Rowfire's integration tests: one binary, real SQLite files and real PostgreSQL databases.
 
+// The pollers' and senders' futures nest deeper than the compiler's default query depth allows
+// when a fresh build lays them out.
+#![recursion_limit = "256"]
+
 #[macro_use]
 mod support;
 

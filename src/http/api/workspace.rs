@@ -84,7 +84,7 @@ pub struct Halt {
 }
 
 /// The longest halt reason accepted, in characters.
-pub const MAX_REASON_CHARS: usize = 500;
+pub const MAX_REASON_CHARS: usize = crate::store::workspace::MAX_HALT_REASON_CHARS;
 
 /// Halts the workspace (the kill switch): nothing is sent and no watermark moves until resume.
 #[utoipa::path(post, path = "/halt", tag = "status", request_body = Halt,
