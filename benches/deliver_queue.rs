@@ -40,7 +40,6 @@
 // The pollers' and senders' futures nest deeper than the compiler's default query depth allows
 // when a fresh build lays them out.
 #![recursion_limit = "256"]
-
 #![expect(
     clippy::disallowed_methods,
     reason = "lateness is measured against the system clock the senders run on"

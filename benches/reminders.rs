@@ -28,7 +28,6 @@
 // The pollers' and senders' futures nest deeper than the compiler's default query depth allows
 // when a fresh build lays them out.
 #![recursion_limit = "256"]
-
 #![expect(
     clippy::disallowed_methods,
     reason = "materialising, sending and lateness are measured against the system clock the poller and sender run on"

@@ -37,7 +37,6 @@
 // The pollers' and senders' futures nest deeper than the compiler's default query depth allows
 // when a fresh build lays them out.
 #![recursion_limit = "256"]
-
 #![expect(
     clippy::disallowed_methods,
     reason = "the senders run on the system clock, and the deliveries they drain are due at its now"
