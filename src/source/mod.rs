@@ -376,6 +376,21 @@ impl Source {
     ) -> Result<(), SourceError> {
         let columns = self.columns(query, window).await?;
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+        // A row holds one value per name: with two columns of one name, the key and the
+        // templates could read different ones (PostgreSQL returns both).
+        if let Some(twice) = names
+            .iter()
+            .enumerate()
+            .find(|(i, n)| names[..*i].contains(n))
+            .map(|(_, n)| n)
+        {
+            return Err(SourceError::Shape {
+                trigger: trigger.to_string(),
+                message: format!(
+                    "the query returns two columns named {twice}; give each its own name with AS"
+                ),
+            });
+        }
         let mut missing = Vec::new();
         let wanted = std::iter::once(shape.clock)
             .chain(shape.key.iter().map(String::as_str))

@@ -197,6 +197,30 @@ async fn a_missing_clock_or_key_column_is_named_with_the_columns_the_query_has()
     );
 }
 
+/// PostgreSQL returns two columns of one name; a row holds one value per name, so the key and
+/// the templates could read different ones: refused, naming the column.
+#[tokio::test]
+async fn a_query_returning_two_columns_of_one_name_is_refused() {
+    let Some(pg) = TestPg::new().await else {
+        return;
+    };
+    let (_, _, source) = sample_source(&pg.url, 10).await;
+    let query = source
+        .check("t", "SELECT id AS k, created_at, name AS k FROM accounts")
+        .unwrap();
+    let key = vec!["k".to_string()];
+    let shape = Shape {
+        clock: "created_at",
+        key: &key,
+    };
+    let err = source
+        .check_shape("t", &query, shape, &[], window())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("two columns named k"), "{err}");
+}
+
 #[tokio::test]
 async fn a_postgres_clock_that_is_text_is_refused_with_a_cast_to_try() {
     let Some(pg) = TestPg::new().await else {
