@@ -376,26 +376,26 @@ impl Source {
     ) -> Result<(), SourceError> {
         let columns = self.columns(query, window).await?;
         let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
-        // A row holds one value per name: with two columns of one name, the key and the
-        // templates could read different ones (PostgreSQL returns both).
-        if let Some(twice) = names
+        let wanted: Vec<&str> = std::iter::once(shape.clock)
+            .chain(shape.key.iter().map(String::as_str))
+            .chain(also.iter().copied())
+            .collect();
+        // A row holds one value per name: with two columns named as the clock, a key column or
+        // an occurrence or anchor column, the key and the row's value could differ (PostgreSQL
+        // returns both, as `SELECT *` over a join does). Other repeated names are left be.
+        if let Some(twice) = wanted
             .iter()
-            .enumerate()
-            .find(|(i, n)| names[..*i].contains(n))
-            .map(|(_, n)| n)
+            .find(|w| names.iter().filter(|n| n == w).count() > 1)
         {
             return Err(SourceError::Shape {
                 trigger: trigger.to_string(),
                 message: format!(
-                    "the query returns two columns named {twice}; give each its own name with AS"
+                    "the query returns two columns named {twice}, which the trigger reads; give each its own name with AS"
                 ),
             });
         }
         let mut missing = Vec::new();
-        let wanted = std::iter::once(shape.clock)
-            .chain(shape.key.iter().map(String::as_str))
-            .chain(also.iter().copied());
-        for wanted in wanted {
+        for &wanted in &wanted {
             if !names.contains(&wanted) {
                 missing.push(wanted);
             }

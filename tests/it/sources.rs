@@ -219,6 +219,14 @@ async fn a_query_returning_two_columns_of_one_name_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("two columns named k"), "{err}");
+    // A repeated name the trigger does not read (`SELECT *` over a join) is left be.
+    let query = source
+        .check("t", "SELECT id AS k, created_at, name, name FROM accounts")
+        .unwrap();
+    source
+        .check_shape("t", &query, shape, &[], window())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
