@@ -126,6 +126,9 @@ pub struct Worker {
     clock: Clock,
     config: WorkerConfig,
     dsn: DsnResolver,
+    /// The stored DSNs behind `dsn`, read again every minute while the worker runs (`None`
+    /// when the caller gave its own resolver).
+    stored: Option<Arc<std::sync::RwLock<poll::StoredDsns>>>,
     /// This process's id (host, pid, start time), written into every lease it takes.
     me: WorkerId,
     pollers: Vec<Poller>,
@@ -146,17 +149,16 @@ impl Worker {
                 min: MIN_LEASE,
             });
         }
-        let dsn = match &config.dsn {
-            Some(dsn) => dsn.clone(),
+        // A worker polls every workspace's triggers: each reads its own stored DSNs, read again
+        // every minute while the worker runs.
+        let (dsn, stored) = match &config.dsn {
+            Some(dsn) => (dsn.clone(), None),
             None => {
-                // A worker polls every workspace's triggers: each reads its own stored DSNs.
-                let all: Vec<WorkspaceId> = crate::store::workspace::list(&store)
-                    .await?
-                    .into_iter()
-                    .map(|w| w.id)
-                    .collect();
                 let key = config.master_key.as_ref();
-                source_dsns(&store, &all, &config.operators, key, Ok(&config.egress)).await?
+                let shared = Arc::new(std::sync::RwLock::new(all_stored_dsns(&store, key).await?));
+                let tenants = crate::operator::sources::tenant_check(&Ok(config.egress.clone()));
+                let dsn = poll::shared_or_env_dsn(shared.clone(), &config.operators, tenants);
+                (dsn, Some(shared))
             }
         };
         // Leases are stamped on the control plane's clock, not this host's: one clock for the
@@ -203,6 +205,7 @@ impl Worker {
             clock,
             config,
             dsn,
+            stored,
             me,
             pollers,
             senders,
@@ -293,6 +296,10 @@ impl Worker {
             .config
             .sync_clock
             .then(|| tokio::spawn(keep_clock_synced(self.store.clone(), self.clock.clone())));
+        let reread = self.stored.clone().map(|shared| {
+            let key = self.config.master_key.clone();
+            tokio::spawn(keep_dsns_read(self.store.clone(), key, shared))
+        });
         let polls = self
             .pollers
             .iter()
@@ -310,14 +317,18 @@ impl Worker {
         if let Some(resync) = resync {
             resync.abort();
         }
+        if let Some(reread) = reread {
+            reread.abort();
+        }
         alive.abort();
         Ok(workers::stopped(&self.store, &self.me, self.clock.now()).await?)
     }
 }
 
 /// The DSN resolver for the sources of `workspaces`: each workspace's stored DSNs first, then,
-/// for `operators` (the workspaces the operator runs) only, environment variables. Without a master key,
-/// sealed DSNs are skipped (SQLite file URLs and environment variables still work).
+/// for `operators` (the workspaces the operator runs) only, environment variables. Without a
+/// master key, sealed DSNs are skipped (SQLite file URLs and environment variables still work).
+/// A tenant's DSN connects only where the egress policy admits it (`source::pin`).
 pub async fn source_dsns(
     store: &Store,
     workspaces: &[WorkspaceId],
@@ -325,6 +336,17 @@ pub async fn source_dsns(
     key: Result<&MasterKey, &SecretError>,
     egress: Result<&Policy, &String>,
 ) -> Result<DsnResolver, StoredSecretError> {
+    let stored = stored_dsns(store, workspaces, key).await?;
+    let tenants = crate::operator::sources::tenant_check(&egress.cloned().map_err(String::clone));
+    Ok(poll::stored_or_env_dsn(stored, operators, tenants))
+}
+
+/// Every DSN the workspaces stored, by workspace and source name.
+async fn stored_dsns(
+    store: &Store,
+    workspaces: &[WorkspaceId],
+    key: Result<&MasterKey, &SecretError>,
+) -> Result<poll::StoredDsns, StoredSecretError> {
     let mut stored = std::collections::BTreeMap::new();
     for ws in workspaces {
         let mut found = secret::file_urls(store, ws).await?;
@@ -340,8 +362,42 @@ pub async fn source_dsns(
                 .map(|(name, dsn)| ((ws.clone(), name), dsn)),
         );
     }
-    let tenants = crate::operator::sources::tenant_check(&egress.cloned().map_err(String::clone));
-    Ok(poll::stored_or_env_dsn(stored, operators, tenants))
+    Ok(stored)
+}
+
+/// Every workspace's stored DSNs, read now.
+async fn all_stored_dsns(
+    store: &Store,
+    key: Result<&MasterKey, &SecretError>,
+) -> Result<poll::StoredDsns, WorkerError> {
+    let all: Vec<WorkspaceId> = crate::store::workspace::list(store)
+        .await?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    Ok(stored_dsns(store, &all, key).await?)
+}
+
+/// Reads every workspace's stored DSNs again every minute (a workspace created, or a DSN stored,
+/// since the worker started then resolves); a failed read keeps the last.
+async fn keep_dsns_read(
+    store: Store,
+    key: Result<MasterKey, SecretError>,
+    shared: Arc<std::sync::RwLock<poll::StoredDsns>>,
+) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        match all_stored_dsns(&store, key.as_ref()).await {
+            Ok(stored) => {
+                *shared
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = stored;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the stored source DSNs again; keeping the last")
+            }
+        }
+    }
 }
 
 /// Measures the control plane's clock again every minute (host clocks drift); a failed

@@ -54,10 +54,10 @@ async fn add(
     .await?
     {
         Stored::FileUrl => println!(
-            "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); workers read it at start"
+            "stored source {name}'s SQLite file URL (a path, no credential: not encrypted); running workers read it within a minute"
         ),
         Stored::Sealed { key_id } => println!(
-            "stored source {name}'s DSN (encrypted under master key {key_id}); workers read it at start"
+            "stored source {name}'s DSN (encrypted under master key {key_id}); running workers read it within a minute"
         ),
     }
     Ok(ExitCode::SUCCESS)

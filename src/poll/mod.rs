@@ -94,16 +94,34 @@ pub fn env_dsn(operators: &[WorkspaceId]) -> DsnResolver {
 /// the definitions name. Another workspace's (a tenant's) DSN connects only where `tenants`
 /// admits each address its host resolves to (see [`crate::source::pin`]).
 pub fn stored_or_env_dsn(
-    stored: std::collections::BTreeMap<(WorkspaceId, String), String>,
+    stored: StoredDsns,
+    operators: &[WorkspaceId],
+    tenants: AddressCheck,
+) -> DsnResolver {
+    shared_or_env_dsn(Arc::new(std::sync::RwLock::new(stored)), operators, tenants)
+}
+
+/// Stored DSNs by workspace and source name.
+pub type StoredDsns = std::collections::BTreeMap<(WorkspaceId, String), String>;
+
+/// [`stored_or_env_dsn`] over stored DSNs that may be read again while it is in use (a running
+/// worker replaces them every minute, so a DSN stored since it started resolves).
+pub fn shared_or_env_dsn(
+    stored: Arc<std::sync::RwLock<StoredDsns>>,
     operators: &[WorkspaceId],
     tenants: AddressCheck,
 ) -> DsnResolver {
     let operators = operators.to_vec();
     Arc::new(move |ws: &WorkspaceId, def: &SourceDef| {
         let operator = operators.contains(ws);
-        match stored.get(&(ws.clone(), def.name.clone())) {
+        let url = stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(ws.clone(), def.name.clone()))
+            .cloned();
+        match url {
             Some(url) => Some(Dsn {
-                url: url.clone(),
+                url,
                 tenant: (!operator).then(|| tenants.clone()),
             }),
             None => env_dsn_of(&operators, ws, def).map(Dsn::from),

@@ -252,3 +252,25 @@ async fn a_tenants_postgres_source_is_sent_no_password_from_this_processs_enviro
         "the tenant's server was sent a password it did not give"
     );
 }
+
+/// A running worker reads the stored DSNs again every minute: its resolver answers from what was
+/// read last, so a DSN stored (or a workspace created) since it started resolves.
+#[test]
+fn a_dsn_stored_after_the_resolver_was_built_resolves_once_read_again() {
+    let shared = std::sync::Arc::new(std::sync::RwLock::new(rowfire::poll::StoredDsns::new()));
+    let acme = WorkspaceId::parse("acme").unwrap();
+    let dsns = rowfire::poll::shared_or_env_dsn(
+        shared.clone(),
+        &[WorkspaceId::DEFAULT],
+        std::sync::Arc::new(|_| Ok(())),
+    );
+    let defs = rowfire::definitions::parse("sources:\n  warehouse: { dsn_env: HOME }\n").unwrap();
+    let warehouse = defs.source("warehouse").unwrap();
+    assert!(dsns(&acme, warehouse).is_none());
+    shared.write().unwrap().insert(
+        (acme.clone(), "warehouse".into()),
+        "postgres://acme@db.acme.example/app".into(),
+    );
+    let resolved = dsns(&acme, warehouse).expect("read again");
+    assert!(resolved.tenant.is_some());
+}
