@@ -53,14 +53,17 @@ impl Value {
         }
     }
 
-    /// The value as JSON. Decimals become strings so no digit is lost; timestamps are RFC 3339.
+    /// The value as JSON. Decimals become strings so no digit is lost; timestamps are RFC 3339;
+    /// a float JSON cannot hold (NaN, ±infinity) is its name, as the key encodes it, never null.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match self {
             Value::Null => J::Null,
             Value::Bool(b) => J::Bool(*b),
             Value::Int(i) => J::from(*i),
-            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Value::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or_else(|| J::String(f.to_string()), J::Number)
+            }
             Value::Decimal(d) => J::String(d.to_string()),
             Value::Text(s) => J::String(s.to_string()),
             Value::Timestamp(ts) => J::String(ts.to_string()),
@@ -193,6 +196,23 @@ impl Row {
 
 #[cfg(test)]
 mod tests {
+    /// A float JSON cannot hold is shown by name, as its key says it (a NULL in the row while the
+    /// key held `NaN` made the template and the key disagree).
+    #[test]
+    fn a_float_json_cannot_hold_is_its_name_not_null() {
+        use super::Value;
+        assert_eq!(Value::Float(f64::NAN).to_json(), serde_json::json!("NaN"));
+        assert_eq!(
+            Value::Float(f64::INFINITY).to_json(),
+            serde_json::json!("inf")
+        );
+        assert_eq!(
+            Value::Float(f64::NEG_INFINITY).to_json(),
+            serde_json::json!("-inf")
+        );
+        assert_eq!(Value::Float(1.5).to_json(), serde_json::json!(1.5));
+    }
+
     use super::*;
 
     #[test]
