@@ -64,15 +64,16 @@ pub fn render_url(
     let mut out = Renderer {
         out: String::with_capacity(template.len()),
         in_query: false,
+        segment: Segment::default(),
     };
     for token in tokens(template) {
         match token {
-            Token::Text(text) => out.text(text),
+            Token::Text(text) => out.text(text)?,
             Token::Name(name) => match inline.and_then(|i| (i.text)(name).map(|t| (i, t))) {
                 Some((inline, text)) => {
                     for inner in tokens(&text) {
                         match inner {
-                            Token::Text(text) => out.text(text),
+                            Token::Text(text) => out.text(text)?,
                             Token::Name(name) => out.value(inline.ctx, name)?,
                         }
                     }
@@ -81,18 +82,64 @@ pub fn render_url(
             },
         }
     }
+    out.end_segment()?;
     Ok(out.out)
 }
 
 struct Renderer {
     out: String,
     in_query: bool,
+    segment: Segment,
+}
+
+/// The path segment being rendered: where it starts, whether written text is in it, and the
+/// first value that fills it.
+#[derive(Default)]
+struct Segment {
+    start: usize,
+    written: bool,
+    value: Option<String>,
 }
 
 impl Renderer {
-    fn text(&mut self, text: &str) {
-        self.out.push_str(text);
-        self.in_query |= text.contains(['?', '#']);
+    fn text(&mut self, text: &str) -> Result<(), TemplateError> {
+        for c in text.chars() {
+            if !self.in_query {
+                match c {
+                    '/' => {
+                        self.end_segment()?;
+                        self.out.push(c);
+                        self.segment = Segment {
+                            start: self.out.len(),
+                            ..Segment::default()
+                        };
+                        continue;
+                    }
+                    '?' | '#' => {
+                        self.end_segment()?;
+                        self.in_query = true;
+                    }
+                    _ => self.segment.written = true,
+                }
+            }
+            self.out.push(c);
+        }
+        Ok(())
+    }
+
+    /// A path segment made of values alone that all rendered empty would send the request to
+    /// another resource (`DELETE /users/` for `/users/{{ id }}`): refused, as a missing value is.
+    fn end_segment(&self) -> Result<(), TemplateError> {
+        match &self.segment.value {
+            Some(name)
+                if !self.in_query
+                    && !self.segment.written
+                    && self.out.len() == self.segment.start =>
+            {
+                Err(TemplateError::EmptySegment { name: name.clone() })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn value(&mut self, ctx: &Value, name: &str) -> Result<(), TemplateError> {
@@ -100,18 +147,12 @@ impl Renderer {
             name: name.to_string(),
         })?;
         let text = as_text(value);
-        // An empty value where a whole path segment goes would send the request to another
-        // resource (`DELETE /users/` for `/users/{{ id }}`): refused, as a missing one is.
-        if !self.in_query && text.is_empty() && (self.out.is_empty() || self.out.ends_with('/')) {
-            return Err(TemplateError::EmptySegment {
-                name: name.to_string(),
-            });
-        }
-        self.out.push_str(&if self.in_query {
-            encode_query_value(&text)
+        if self.in_query {
+            self.out.push_str(&encode_query_value(&text));
         } else {
-            encode_path_segment(&text)
-        });
+            self.segment.value.get_or_insert_with(|| name.to_string());
+            self.out.push_str(&encode_path_segment(&text));
+        }
         Ok(())
     }
 }
@@ -157,9 +198,17 @@ mod tests {
                 "{template}"
             );
         }
+        assert_eq!(
+            render_url("/u/{{ empty }}{{ none }}/x", &ctx, None),
+            Err(TemplateError::EmptySegment {
+                name: "empty".into()
+            })
+        );
         for (template, rendered) in [
             ("/users/u{{ empty }}", "/users/u"),
             ("/users/{{ id }}?note={{ none }}", "/users/u1?note="),
+            ("/u/{{ empty }}{{ id }}/x", "/u/u1/x"),
+            ("/users/{{ id }}/{{ empty }}x", "/users/u1/x"),
         ] {
             assert_eq!(render_url(template, &ctx, None).unwrap(), rendered);
         }
