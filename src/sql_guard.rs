@@ -78,6 +78,10 @@ pub enum GuardError {
         "the SQL reads {0}, a system catalog or statistics view (other sessions, settings, credentials); a trigger reads the application's own tables"
     )]
     SystemRelation(String),
+    /// The source names no engine, and each engine that reads the SQL refuses it for another
+    /// reason: each, with its engine.
+    #[error("{}", per_dialect(.0))]
+    PerDialect(Vec<(Dialect, GuardError)>),
     /// A placeholder other than `:since` and `:until`.
     #[error("the SQL uses the placeholder {0}; Rowfire binds only :since and :until")]
     Placeholder(String),
@@ -177,17 +181,31 @@ pub fn check_any_dialect_allowing(sql: &str, allow_functions: &[String]) -> Resu
             Err(e) => findings.push(e),
         }
     }
-    // Report PostgreSQL's finding unless PostgreSQL failed to read the SQL at all and another
-    // dialect read it: then the first such dialect's finding.
-    let postgres = findings.remove(0);
-    if matches!(postgres, GuardError::Parse { .. })
-        && let Some(other) = findings
-            .into_iter()
-            .find(|e| !matches!(e, GuardError::Parse { .. }))
-    {
-        return Err(other);
+    // The findings of the dialects that read the SQL: one when they agree, each with its
+    // dialect when they do not (what one engine admits, another may refuse); PostgreSQL's parse
+    // error when none read it.
+    let read: Vec<(Dialect, GuardError)> = Dialect::ALL
+        .into_iter()
+        .zip(findings.iter().cloned())
+        .filter(|(_, e)| !matches!(e, GuardError::Parse { .. }))
+        .collect();
+    match read.as_slice() {
+        [] => Err(findings.remove(0)),
+        [(_, first), rest @ ..] if rest.iter().all(|(_, e)| e == first) => Err(first.clone()),
+        _ => Err(GuardError::PerDialect(read)),
     }
-    Err(postgres)
+}
+
+/// The findings of [`GuardError::PerDialect`], in a sentence.
+fn per_dialect(findings: &[(Dialect, GuardError)]) -> String {
+    let each: Vec<String> = findings
+        .iter()
+        .map(|(d, e)| format!("as {d}: {e}"))
+        .collect();
+    format!(
+        "the source names no type, and each engine's rules refuse the SQL differently ({}); give the source its `type` to check it against one",
+        each.join("; ")
+    )
 }
 
 /// Whether a source's `allow_functions` entry is a function name Rowfire can match: `fn` or

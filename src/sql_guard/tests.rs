@@ -431,3 +431,19 @@ fn sql_of_too_many_tokens_is_refused_before_parsing() {
         );
     }
 }
+
+/// With no engine named, what one engine admits another may refuse: the finding of each is
+/// given with its engine, not PostgreSQL's alone (SQLite's `iif` was reported as the offender
+/// where `changes()` was).
+#[test]
+fn sql_refused_differently_by_each_engine_names_each_finding() {
+    let e = check_any_dialect("SELECT iif(a, 1, 2), changes() FROM t").unwrap_err();
+    let GuardError::PerDialect(findings) = &e else {
+        panic!("{e}");
+    };
+    assert!(
+        findings.contains(&(Dialect::Sqlite, GuardError::Function("changes".into()))),
+        "{e}"
+    );
+    assert!(e.to_string().contains("give the source its `type`"), "{e}");
+}
