@@ -412,8 +412,9 @@ pub fn parse_stored(text: &str, default_zone: &TimeZone) -> Result<Definitions, 
 
 fn parse_with(text: &str, default_zone: &TimeZone, stored: bool) -> Result<Definitions, Problems> {
     limits::prescan(text).map_err(|p| Problems(vec![p]))?;
-    let doc: Yaml = serde_yaml_ng::from_str(text)
+    let mut doc: Yaml = serde_yaml_ng::from_str(text)
         .map_err(|e| Problems::one("(document)".into(), format!("not valid YAML: {e}")))?;
+    parse::drop_nulls(&mut doc);
     let mut cx = parse::Cx {
         problems: Vec::new(),
         default_zone: default_zone.clone(),

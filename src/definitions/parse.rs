@@ -23,6 +23,46 @@ mod words;
 
 pub(crate) use rule::reserved_header;
 
+/// Drops the known settings written as `null` (as the original Rowfire's files may hold them: an
+/// absent setting) at the top, in sources, triggers and rules and in a rule's anchor; never
+/// inside an integration or an action, where a `null` may be a value a request sends. An unknown
+/// key stays, to be reported.
+pub(super) fn drop_nulls(doc: &mut Yaml) {
+    fn drop(v: &mut Yaml, known: &[&str]) {
+        if let Yaml::Mapping(m) = v {
+            m.retain(|key, value| {
+                !value.is_null() || !key.as_str().is_some_and(|k| known.contains(&k))
+            });
+        }
+    }
+    let Yaml::Mapping(top) = doc else { return };
+    top.retain(|key, value| {
+        !value.is_null()
+            || !key
+                .as_str()
+                .is_some_and(|k| k != "version" && TOP_KEYS.contains(&k))
+    });
+    if let Some(source) = top.get_mut("source") {
+        drop(source, SOURCE_KEYS);
+    }
+    for (section, known) in [
+        ("sources", SOURCE_KEYS),
+        ("triggers", TRIGGER_KEYS),
+        ("rules", RULE_KEYS),
+    ] {
+        if let Some(Yaml::Mapping(entries)) = top.get_mut(section) {
+            for (_, entry) in entries.iter_mut() {
+                drop(entry, known);
+                if let (true, Yaml::Mapping(rule)) = (section == "rules", entry)
+                    && let Some(anchor) = rule.get_mut("anchor")
+                {
+                    drop(anchor, ANCHOR_KEYS);
+                }
+            }
+        }
+    }
+}
+
 use words::*;
 
 /// The problem of a column name over [`limits::MAX_COLUMN_NAME`] bytes.

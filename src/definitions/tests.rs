@@ -183,6 +183,23 @@ rules:
     let src = defs.source(DEFAULT_SOURCE).unwrap();
     assert_eq!(src.kind, Some(Dialect::Postgres));
     assert_eq!(src.statement_timeout, Duration::from_secs(30));
+    // Every setting of a source, trigger or rule written as null is absent.
+    let nulls = doc
+        .replace(
+            "    key: [id]\n",
+            "    key: [id]\n    poll_interval: null\n    lookback: null\n    occurrence: null\n",
+        )
+        .replace(
+            "bare: { trigger: t }",
+            "bare: { trigger: t, actions: null, expire_after: null, frequency_cap: null, anchor: null, timezone: null }",
+        );
+    let with_nulls = parse(&nulls).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(with_nulls.rule("bare").unwrap().cadence, Cadence::OnceEver);
+    // An unknown key is reported, null or not.
+    let typo = parse(&nulls.replace("anchor: null", "ancor: null"))
+        .unwrap_err()
+        .to_string();
+    assert!(typo.contains("rules.bare.ancor"), "{typo}");
     assert_eq!(defs.trigger("t").unwrap().source, DEFAULT_SOURCE);
     assert_eq!(defs.rule("bare").unwrap().cadence, Cadence::OnceEver);
     assert_eq!(defs.rule("nulls").unwrap().cadence, Cadence::OnceEver);
@@ -633,6 +650,31 @@ integrations:
         );
     }
     assert!(!said.iter().any(|s| s.contains("X-Trace")), "{said:#?}");
+
+    // Nor may the headers Rowfire writes be named as framing headers or as one another.
+    let doc = r#"
+integrations:
+  as_host:
+    base_url: https://a.example.com
+    auth: { kind: header, header: Host }
+    actions: { a: { method: POST, path: /a } }
+  keyed:
+    base_url: https://k.example.com
+    auth: { kind: bearer }
+    actions:
+      te: { method: POST, path: /a, idempotency_header: Transfer-Encoding }
+      auth: { method: POST, path: /b, idempotency_header: Authorization }
+      fine: { method: POST, path: /c, idempotency_header: Idempotency-Key }
+"#;
+    let said = parse(doc).unwrap_err().to_string();
+    for needle in [
+        "integrations.as_host.auth.header: \"Host\" is set by Rowfire",
+        "integrations.keyed.actions.te.idempotency_header: \"Transfer-Encoding\" is set by Rowfire",
+        "integrations.keyed.actions.auth.idempotency_header: \"Authorization\" is set by Rowfire",
+    ] {
+        assert!(said.contains(needle), "{needle} in {said}");
+    }
+    assert!(!said.contains("actions.fine"), "{said}");
 }
 
 /// A version pushed before a check existed still reads: the worker and `list` go on, and what

@@ -106,7 +106,8 @@ impl Renderer {
         for c in text.chars() {
             if !self.in_query {
                 match c {
-                    '/' => {
+                    // A WHATWG URL parser reads `\` as `/` in an http(s) path.
+                    '/' | '\\' => {
                         self.end_segment()?;
                         self.out.push(c);
                         self.segment = Segment {
@@ -204,6 +205,9 @@ mod tests {
                 name: "empty".into()
             })
         );
+        // `\` ends a segment as `/` does, to the parsers that read the URL.
+        assert!(render_url("/users\\{{ empty }}", &ctx, None).is_err());
+        assert!(render_url("/users\\{{ empty }}\\notes", &ctx, None).is_err());
         for (template, rendered) in [
             ("/users/u{{ empty }}", "/users/u"),
             ("/users/{{ id }}?note={{ none }}", "/users/u1?note="),

@@ -79,7 +79,29 @@ impl Cx {
                     );
                 }
                 self.base_url(&spec.base_url, &path);
+                // The headers Rowfire itself writes may not be named as framing headers, nor
+                // one as another (a credential sent as `Host`, a key as `Authorization`).
+                if let crate::definitions::catalog::Auth::Header { header } = &spec.auth
+                    && !self.stored
+                    && let Some(why) = framing_header(&header.trim().to_ascii_lowercase())
+                {
+                    self.problem(
+                        format!("{path}.auth.header"),
+                        format!(
+                            "{} is set by Rowfire ({why}); name another header for the credential",
+                            crate::definitions::quoted(header)
+                        ),
+                    );
+                }
                 for (action, a) in &spec.actions {
+                    if let Some(key) = a.idempotency_header.as_deref().filter(|_| !self.stored)
+                        && let Some(why) = reserved_header(key, &spec)
+                    {
+                        self.problem(
+                            format!("{path}.actions.{action}.idempotency_header"),
+                            format!("{} is set by Rowfire ({why}); name another header for the idempotency key", crate::definitions::quoted(key)),
+                        );
+                    }
                     let stored = self.stored;
                     for header in a.headers.keys().filter(|_| !stored) {
                         let idempotency = a
@@ -570,21 +592,8 @@ pub(crate) fn reserved_header(
 ) -> Option<&'static str> {
     use crate::definitions::catalog::Auth;
     let lower = header.trim().to_ascii_lowercase();
-    const FRAMING: &[&str] = &[
-        "connection",
-        "content-length",
-        "expect",
-        "host",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ];
-    if FRAMING.contains(&lower.as_str()) {
-        return Some("the HTTP client frames every request");
+    if let Some(why) = framing_header(&lower) {
+        return Some(why);
     }
     let credential = match &spec.auth {
         Auth::Bearer | Auth::Basic => lower == "authorization",
@@ -598,4 +607,25 @@ pub(crate) fn reserved_header(
         return Some("it carries the request's signature");
     }
     None
+}
+
+/// Why no header Rowfire writes (the credential's, the idempotency key's) may be named
+/// `lower`, if it may not: the framing headers the HTTP client writes itself.
+fn framing_header(lower: &str) -> Option<&'static str> {
+    const FRAMING: &[&str] = &[
+        "connection",
+        "content-length",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    FRAMING
+        .contains(&lower)
+        .then_some("the HTTP client frames every request")
 }
