@@ -48,7 +48,7 @@ pub enum GuardError {
     TooLong(usize),
     /// More tokens than [`MAX_SQL_TOKENS`].
     #[error(
-        "the SQL has {0} tokens; a trigger's SQL may have at most 50,000 (for example, use IN (…) instead of a long OR chain)"
+        "the SQL has {0} tokens; a trigger's SQL may have at most 20,000 (for example, use IN (…) instead of a long OR chain)"
     )]
     TooManyTokens(usize),
     /// Too deeply nested to check.
@@ -102,7 +102,7 @@ pub struct CheckedQuery {
 pub const MAX_SQL_BYTES: usize = 256 * 1024;
 /// Most tokens a trigger's SQL may have: far more than any hand-written query, and few enough that
 /// its syntax tree, however shaped, is checked in bounded time and memory.
-pub const MAX_SQL_TOKENS: usize = 50_000;
+pub const MAX_SQL_TOKENS: usize = 20_000;
 /// The guard walks syntax trees recursively; a long chain such as `a = 1 OR a = 1 OR …` is as
 /// deep as it is long, so checking runs on a thread with a stack sized for the longest SQL.
 const GUARD_STACK_BYTES: usize = 512 << 20;

@@ -6,7 +6,7 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement,
+    BinaryOperator, Expr, InTarget, ObjectName, ObjectNamePart, Query, Select, SetExpr, Statement,
     TableFactor, Value as SqlValue, Visit, Visitor,
 };
 
@@ -220,6 +220,16 @@ impl Visitor for Inspector {
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<GuardError> {
         match expr {
             Expr::Function(f) => self.function(&f.name),
+            // SQLite's `x IN name` reads a relation (or a function used as one) as `FROM` does.
+            Expr::In { target, .. } => match target {
+                InTarget::Table { name, args: None } => self.relation(name),
+                InTarget::Table {
+                    name,
+                    args: Some(_),
+                } => self.function(name),
+                InTarget::Unnest(_) => self.named_function("unnest"),
+                InTarget::List(_) | InTarget::Subquery(_) => ControlFlow::Continue(()),
+            },
             // MySQL reads these reserved words as calls to the session's account functions.
             Expr::Identifier(ident)
                 if self.dialect == Dialect::Mysql
@@ -263,7 +273,6 @@ impl Visitor for Inspector {
             | Expr::IsNotDistinctFrom(..)
             | Expr::IsJson { .. }
             | Expr::IsNormalized { .. }
-            | Expr::In { .. }
             | Expr::Between { .. }
             | Expr::Like { .. }
             | Expr::ILike { .. }
