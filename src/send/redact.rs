@@ -256,15 +256,17 @@ fn cut_escapes(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// `view` without its line breaks: base64 and hex are often wrapped (MIME's 76 characters, PEM's
-/// 64), and a secret's encoding may straddle a break.
-fn unwrapped(from: &View) -> View {
+/// `view` with only the characters base64 and hex are written in (letters, digits, `+/=-_`):
+/// an encoding is often wrapped (MIME's 76 characters, PEM's 64), grouped (a space every four,
+/// hex pairs split by colons) or cut into pieces (a JSON array of strings), and a secret's
+/// encoding may straddle any of those breaks.
+fn compact(from: &View) -> View {
     let mut view = View {
         bytes: Vec::with_capacity(from.bytes.len()),
         spans: Vec::with_capacity(from.bytes.len()),
     };
     for (&b, &span) in from.bytes.iter().zip(&from.spans) {
-        if b != b'\r' && b != b'\n' {
+        if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_') {
             view.push(&[b], span);
         }
     }
@@ -272,23 +274,25 @@ fn unwrapped(from: &View) -> View {
 }
 
 /// The views of `text` every needle is searched in: as is, one level of escapes decoded, two
-/// levels (an echo encoded twice), each also with `+` read as a space, and the first two without
-/// line breaks; paired with whether `+` was read as a space.
-fn views(text: &str) -> Vec<(View, bool)> {
+/// levels (an echo encoded twice), each also with `+` read as a space, and the first two with
+/// only the characters of base64 and hex ([`compact`]); each with whether `+` was read as a
+/// space, and whether only whole needles are looked for in it (a compact view has lost what
+/// stood between its characters, so a needle's beginning at its end proves nothing).
+fn views(text: &str) -> Vec<(View, bool, bool)> {
     let raw = raw_view(text);
     let once = decoded_view(text, false);
     let once_form = decoded_view(text, true);
     let twice = decode(&once, false);
     let twice_form = decode(&once_form, true);
-    let (raw_unwrapped, once_unwrapped) = (unwrapped(&raw), unwrapped(&once));
+    let (raw_compact, once_compact) = (compact(&raw), compact(&once));
     vec![
-        (raw, false),
-        (once, false),
-        (twice, false),
-        (once_form, true),
-        (twice_form, true),
-        (raw_unwrapped, false),
-        (once_unwrapped, false),
+        (raw, false, false),
+        (once, false, false),
+        (twice, false, false),
+        (once_form, true, false),
+        (twice_form, true, false),
+        (raw_compact, false, true),
+        (once_compact, false, true),
     ]
 }
 
@@ -299,9 +303,9 @@ fn hide(text: &str, secrets: &Secrets, tail: bool) -> String {
     }
     let mut hidden = vec![false; text.len()];
     let all = views(text);
-    for (view, form) in &all {
+    for (view, form, whole) in &all {
         for needle in needles.iter().filter(|n| !*form || n.form) {
-            mark(view, needle, &mut hidden, tail);
+            mark(view, needle, &mut hidden, tail && !whole);
         }
     }
     for at in if tail { cut_escapes(text) } else { Vec::new() } {
@@ -309,9 +313,9 @@ fn hide(text: &str, secrets: &Secrets, tail: bool) -> String {
         // without it, and hide the broken escape along with whatever prefix is found.
         let head = &text[..at];
         let mut head_hidden = vec![false; head.len()];
-        for (view, form) in views(head) {
+        for (view, form, whole) in views(head) {
             for needle in needles.iter().filter(|n| !form || n.form) {
-                mark(&view, needle, &mut head_hidden, true);
+                mark(&view, needle, &mut head_hidden, !whole);
             }
         }
         if head_hidden.last() == Some(&true) {
@@ -400,6 +404,33 @@ pub fn redact_and_cut(text: &str, limit: usize, secrets: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Base64 grouped by spaces or cut into a JSON array, and hex split by colons: each still
+    /// decodes to the secret, so each is hidden.
+    #[test]
+    fn a_secret_in_base64_or_hex_split_by_spaces_colons_or_json_pieces_is_redacted() {
+        let secret = "tok_LONG_Ab9xQ7zZ";
+        let b64 = STANDARD.encode(secret);
+        let spaced: Vec<String> = b64
+            .as_bytes()
+            .chunks(4)
+            .map(|c| String::from_utf8(c.to_vec()).unwrap())
+            .collect();
+        let hex: Vec<String> = secret.bytes().map(|b| format!("{b:02x}")).collect();
+        for echoed in [
+            spaced.join(" "),
+            format!("[\"{}\"]", spaced.join("\",\"")),
+            hex.join(":"),
+            hex.join(" "),
+        ] {
+            let shown = redact(&echoed, &[secret.to_string()]);
+            assert!(
+                !shown.contains(&spaced[1]) || shown == MASK,
+                "{echoed} -> {shown}"
+            );
+            assert!(shown.contains(MASK), "{echoed} -> {shown}");
+        }
+    }
 
     /// Base64 wrapped at 76 characters (MIME, as Python's `encodebytes` and OpenSSL write it),
     /// with the secret across a line break, is still the secret.
