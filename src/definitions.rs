@@ -476,4 +476,6 @@ mod undeclared;
 pub mod versions;
 
 #[cfg(test)]
+mod original_tests;
+#[cfg(test)]
 mod tests;

@@ -18,10 +18,11 @@ pub(super) struct Cx {
     pub(super) stored: bool,
 }
 
+mod headers;
 mod rule;
 mod words;
 
-pub(crate) use rule::reserved_header;
+pub(crate) use headers::reserved_header;
 
 /// Drops the known settings written as `null` (as the original Rowfire's files may hold them: an
 /// absent setting) at the top, in sources, triggers and rules and in a rule's anchor; never

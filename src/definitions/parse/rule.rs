@@ -4,6 +4,7 @@ use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 
+use super::headers::{framing_header, reserved_header};
 use super::*;
 use crate::cadence::{Anchor, Cadence, Period};
 
@@ -580,52 +581,4 @@ fn zone_text(tz: &str) -> String {
     } else {
         crate::definitions::quoted(tz)
     }
-}
-
-/// Why an action may not set `header` itself, if it may not: the framing headers the HTTP client
-/// writes (a templated `Content-Length` or `Host` would let a row value cut the body or pick the
-/// virtual host), and the headers that carry the integration's credential, signature or
-/// idempotency key, which Rowfire writes at the moment of sending.
-pub(crate) fn reserved_header(
-    header: &str,
-    spec: &crate::definitions::catalog::Integration,
-) -> Option<&'static str> {
-    use crate::definitions::catalog::Auth;
-    let lower = header.trim().to_ascii_lowercase();
-    if let Some(why) = framing_header(&lower) {
-        return Some(why);
-    }
-    let credential = match &spec.auth {
-        Auth::Bearer | Auth::Basic => lower == "authorization",
-        Auth::Header { header } => header.trim().eq_ignore_ascii_case(&lower),
-        Auth::None => false,
-    };
-    if credential {
-        return Some("it carries the integration's credential");
-    }
-    if spec.signing.is_some() && lower.starts_with("webhook-") {
-        return Some("it carries the request's signature");
-    }
-    None
-}
-
-/// Why no header Rowfire writes (the credential's, the idempotency key's) may be named
-/// `lower`, if it may not: the framing headers the HTTP client writes itself.
-fn framing_header(lower: &str) -> Option<&'static str> {
-    const FRAMING: &[&str] = &[
-        "connection",
-        "content-length",
-        "expect",
-        "host",
-        "keep-alive",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ];
-    FRAMING
-        .contains(&lower)
-        .then_some("the HTTP client frames every request")
 }

@@ -1,0 +1,51 @@
+//! The headers Rowfire writes itself, which no action may set and no setting may name: the
+//! framing headers of the HTTP client, and the credential's, the signature's and the idempotency
+//! key's.
+
+/// Why an action may not set `header` itself, if it may not: the framing headers the HTTP client
+/// writes (a templated `Content-Length` or `Host` would let a row value cut the body or pick the
+/// virtual host), and the headers that carry the integration's credential, signature or
+/// idempotency key, which Rowfire writes at the moment of sending.
+pub(crate) fn reserved_header(
+    header: &str,
+    spec: &crate::definitions::catalog::Integration,
+) -> Option<&'static str> {
+    use crate::definitions::catalog::Auth;
+    let lower = header.trim().to_ascii_lowercase();
+    if let Some(why) = framing_header(&lower) {
+        return Some(why);
+    }
+    let credential = match &spec.auth {
+        Auth::Bearer | Auth::Basic => lower == "authorization",
+        Auth::Header { header } => header.trim().eq_ignore_ascii_case(&lower),
+        Auth::None => false,
+    };
+    if credential {
+        return Some("it carries the integration's credential");
+    }
+    if spec.signing.is_some() && lower.starts_with("webhook-") {
+        return Some("it carries the request's signature");
+    }
+    None
+}
+
+/// Why no header Rowfire writes (the credential's, the idempotency key's) may be named
+/// `lower`, if it may not: the framing headers the HTTP client writes itself.
+pub(super) fn framing_header(lower: &str) -> Option<&'static str> {
+    const FRAMING: &[&str] = &[
+        "connection",
+        "content-length",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ];
+    FRAMING
+        .contains(&lower)
+        .then_some("the HTTP client frames every request")
+}
