@@ -294,6 +294,24 @@ pub(crate) fn slow_body<'a>(
     None
 }
 
+/// `message` with the names of Rowfire's own types (`expected struct NewRule`) said as what
+/// they are to a caller: an object.
+fn without_type_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("struct ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "struct ".len()..];
+        let name_end = after
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(after.len());
+        out.push_str("an object");
+        rest = &after[name_end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A JSON body, refused with 400 naming the field at fault (its path) when it does not parse
 /// or has the wrong shape.
 pub struct Body<T>(pub T);
@@ -328,11 +346,15 @@ where
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| body_refusal(&e))?;
+        // Every body the API reads is an object (serde would also read one from an array).
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::invalid("the body must be a JSON object").at("body"));
+        }
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         match serde_path_to_error::deserialize::<_, T>(&mut de) {
             Ok(value) => Ok(Body(value)),
             Err(e) => {
-                let message = e.inner().to_string();
+                let message = without_type_names(&e.inner().to_string());
                 // The key at fault (a missing field named in full); a body that is not JSON at
                 // all has no place in it: the body is at fault.
                 let field = crate::definitions::serde_path("", e.path(), &message, |_| true)

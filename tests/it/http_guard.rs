@@ -276,6 +276,14 @@ async fn a_write_whose_body_is_not_declared_json_is_refused_with_415() {
         (status, body["halted"].clone()),
         (200, serde_json::Value::Null)
     );
+    // An array is no object, though serde would read a struct from one.
+    let array = s
+        .request(Method::POST, "/api/halt")
+        .header("content-type", "application/json")
+        .body(r#"["csrf"]"#);
+    let (status, body) = json(array).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.to_string().contains("struct"), "{body}");
     let halt = s
         .request(Method::POST, "/api/halt")
         .header("content-type", "application/json; charset=utf-8")
