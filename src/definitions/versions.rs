@@ -24,9 +24,40 @@ pub struct Version {
     pub zone: String,
 }
 
+/// Parsed versions by (zone, document): the same text in the same zone always parses to the same
+/// definitions, and parsing runs the SQL guard over every trigger, which every API request and
+/// every sender's refresh would otherwise pay again. Keyed by the whole text, never a digest, so
+/// no two documents share an entry; emptied when it holds more than [`PARSED_BYTES`] of text.
+static PARSED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<(String, String), Definitions>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The most document text [`PARSED`] keeps.
+const PARSED_BYTES: usize = 32 << 20;
+
 impl Version {
     /// The version's definitions, its rules that name no time zone in the zone it was pushed in.
     pub fn definitions(&self) -> Result<Definitions, Problems> {
+        let key = (self.zone.clone(), self.document.clone());
+        let cache = || {
+            PARSED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(defs) = cache().get(&key) {
+            return Ok(defs.clone());
+        }
+        let defs = self.parse()?;
+        let mut cached = cache();
+        let held: usize = cached.keys().map(|(_, d)| d.len()).sum();
+        if held + key.1.len() > PARSED_BYTES {
+            cached.clear();
+        }
+        cached.insert(key, defs.clone());
+        Ok(defs)
+    }
+
+    fn parse(&self) -> Result<Definitions, Problems> {
         let zone = TimeZone::get(&self.zone).map_err(|_| {
             Problems::one(
                 "(workspace)".into(),
@@ -84,5 +115,35 @@ pub async fn in_force(
     match get(store, workspace, None).await? {
         None => Ok(None),
         Some(v) => Ok(Some((v.version, v.definitions()?))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(zone: &str, document: &str) -> Version {
+        Version {
+            version: 1,
+            document: document.into(),
+            pushed_at: Timestamp::UNIX_EPOCH,
+            zone: zone.into(),
+        }
+    }
+
+    /// A version is parsed once per text and zone: the same text read in another zone is parsed
+    /// in that zone, and another text is never answered from the cache.
+    #[test]
+    fn a_version_read_again_is_the_same_and_each_zone_and_text_is_its_own() {
+        let doc = "triggers:\n  t: { sql: \"SELECT id, at FROM x\", event_time: at, key: [id] }\nrules:\n  r: { trigger: t, policy: once_per_period, period: day }\n";
+        let zone_of = |v: &Version| v.definitions().unwrap().rules[0].timezone.clone();
+        let utc = version("UTC", doc);
+        let (first, again) = (utc.definitions().unwrap(), utc.definitions().unwrap());
+        assert_eq!(first.rules, again.rules);
+        assert_eq!(zone_of(&utc), TimeZone::UTC);
+        let berlin = version("Europe/Berlin", doc);
+        assert_eq!(zone_of(&berlin), TimeZone::get("Europe/Berlin").unwrap());
+        let other = version("UTC", &doc.replace("period: day", "period: week"));
+        assert_ne!(other.definitions().unwrap().rules, first.rules);
     }
 }
