@@ -180,7 +180,7 @@ impl Cx {
     }
 
     fn positive(&mut self, m: &Mapping, key: &str, path: &str, max: u64) -> Option<u64> {
-        let v = m.get(key).filter(|v| !v.is_null())?;
+        let v = m.get(key)?;
         match v.as_u64() {
             Some(n) if n > 0 && n <= max => Some(n),
             Some(n) if n > max => {

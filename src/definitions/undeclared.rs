@@ -42,17 +42,7 @@ impl Definitions {
                 if def.declared || resolves(&def.name) {
                     return None;
                 }
-                let rules: Vec<&str> = self
-                    .rules
-                    .iter()
-                    .filter(|r| r.trigger == t.name)
-                    .map(|r| r.name.as_str())
-                    .collect();
-                let waiting = match rules.as_slice() {
-                    [] => "no rule uses this trigger".to_string(),
-                    [one] => format!("rule {one} will not run until then"),
-                    many => format!("rules {} will not run until then", many.join(", ")),
-                };
+                let waiting = self.waiting_rules(&t.name);
                 Some(Problem {
                     path: format!("triggers.{}.source", t.name),
                     message: format!(
@@ -71,17 +61,7 @@ impl Definitions {
     pub fn held_back(&self, resolves: impl Fn(&str) -> bool) -> Vec<Problem> {
         let mut out = self.unresolved_sources(resolves);
         for t in self.triggers.iter().filter(|t| !t.has_clock()) {
-            let rules: Vec<&str> = self
-                .rules
-                .iter()
-                .filter(|r| r.trigger == t.name)
-                .map(|r| r.name.as_str())
-                .collect();
-            let waiting = match rules.as_slice() {
-                [] => "no rule is held back".to_string(),
-                [one] => format!("rule {one} will not run until then"),
-                many => format!("rules {} will not run until then", many.join(", ")),
-            };
+            let waiting = self.waiting_rules(&t.name);
             out.push(Problem {
                 path: format!("triggers.{}.event_time", t.name),
                 message: format!(
@@ -90,5 +70,20 @@ impl Definitions {
             });
         }
         out
+    }
+
+    /// Which rules of `trigger` wait while it cannot be read, as a phrase.
+    fn waiting_rules(&self, trigger: &str) -> String {
+        let rules: Vec<&str> = self
+            .rules
+            .iter()
+            .filter(|r| r.trigger == trigger)
+            .map(|r| r.name.as_str())
+            .collect();
+        match rules.as_slice() {
+            [] => "no rule uses this trigger".to_string(),
+            [one] => format!("rule {one} will not run until then"),
+            many => format!("rules {} will not run until then", many.join(", ")),
+        }
     }
 }

@@ -180,21 +180,16 @@ impl Source {
     /// Connects to a resolved DSN: the operator's as it is ([`Source::connect`]), a tenant's only
     /// at an address its check admits, pinned, with nothing from this process's environment.
     pub async fn connect_resolved(def: &SourceDef, dsn: &Dsn) -> Result<Source, SourceError> {
-        // Boxed: the pollers' and senders' futures nest this deep, and a type this deep stops
-        // the compiler's layout queries (the recursion limit) in the crates that hold them.
-        Box::pin(async {
-            let Some(check) = &dsn.tenant else {
-                return Source::connect(def, &dsn.url).await;
-            };
-            let pinned = pin(&dsn.url, check)
-                .await
-                .map_err(|why| SourceError::Refused {
-                    name: def.name.clone(),
-                    why,
-                })?;
-            Source::connect_pinned(def, &dsn.url, Some(&pinned)).await
-        })
-        .await
+        let Some(check) = &dsn.tenant else {
+            return Source::connect(def, &dsn.url).await;
+        };
+        let pinned = pin(&dsn.url, check)
+            .await
+            .map_err(|why| SourceError::Refused {
+                name: def.name.clone(),
+                why,
+            })?;
+        Source::connect_pinned(def, &dsn.url, Some(&pinned)).await
     }
 
     /// Connects to `dsn` with the settings of `def`. Sessions are read-only.

@@ -31,6 +31,16 @@ pub async fn polled() -> (Served, Demo, tempfile::TempDir) {
     (served, made, dir)
 }
 
+/// A workspace `id` created beside the served one, and a bearer token that acts in it.
+pub async fn tenant(s: &Served, id: &str) -> (WorkspaceId, String) {
+    let ws = WorkspaceId::parse(id).unwrap();
+    workspace::create(&s.store, &ws, id, "UTC").await.unwrap();
+    let (_, token) = rowfire::token::create(&s.store, &ws, "ops", s.clock.now())
+        .await
+        .unwrap();
+    (ws, format!("Bearer {token}"))
+}
+
 fn with_key() -> Setup {
     Setup {
         master_key: Some(MasterKey::parse(&MasterKey::generate()).unwrap()),
@@ -315,14 +325,7 @@ async fn an_unknown_delivery_and_another_workspaces_delivery_both_answer_404() {
     let (status, body) = json(s.post("/api/deliveries/999999/retry", json!({}))).await;
     assert_eq!(status, 404, "{body}");
 
-    let acme = WorkspaceId::parse("acme").unwrap();
-    workspace::create(&s.store, &acme, "Acme", "UTC")
-        .await
-        .unwrap();
-    let (_, token) = rowfire::token::create(&s.store, &acme, "ops", s.clock.now())
-        .await
-        .unwrap();
-    let bearer = format!("Bearer {token}");
+    let (_, bearer) = tenant(&s, "acme").await;
     let theirs = s
         .get(&format!("/api/deliveries/{id}"))
         .header("authorization", bearer.as_str());

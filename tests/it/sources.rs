@@ -313,20 +313,25 @@ async fn non_ascii_quotes_and_percent_signs_survive_the_read_on_postgres() {
     text_survives_exactly(&pg.url).await;
 }
 
+/// The first row `sql` returns on the PostgreSQL at `url`.
+async fn first_pg_row(url: &str, sql: &str) -> rowfire::row::Row {
+    let source = Source::connect(&def(Duration::from_secs(5)), url)
+        .await
+        .unwrap();
+    let rows = first_page(&source, sql).await.unwrap().unwrap();
+    rows.into_iter().next().expect("a row")
+}
+
 #[tokio::test]
 async fn postgres_decimals_dates_and_json_keep_their_exact_form() {
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    let source = Source::connect(&def(Duration::from_secs(5)), &pg.url)
-        .await
-        .unwrap();
     let at = now() - SignedDuration::from_hours(24 * 28);
     let sql = format!(
         "SELECT 1.10::numeric AS amount, 0.0000001::numeric AS tiny, DATE '2026-03-08' AS day, '{{\"a\": [1, 2]}}'::jsonb AS doc, gen_random_uuid() AS u, 'x' AS k, TIMESTAMPTZ '{at}' AS at"
     );
-    let rows = first_page(&source, &sql).await.unwrap().unwrap();
-    let row = &rows[0];
+    let row = first_pg_row(&pg.url, &sql).await;
     assert_eq!(row.get("amount"), Some(&Value::Decimal("1.10".into())));
     assert_eq!(row.get("tiny"), Some(&Value::Decimal("0.0000001".into())));
     assert_eq!(row.get("day").unwrap().to_string(), "2026-03-08");
@@ -344,15 +349,11 @@ async fn postgres_infinite_times_and_dates_are_read_as_their_names() {
     let Some(pg) = TestPg::new().await else {
         return;
     };
-    let source = Source::connect(&def(Duration::from_secs(5)), &pg.url)
-        .await
-        .unwrap();
     let at = now() - SignedDuration::from_hours(24);
     let sql = format!(
         "SELECT 'x' AS k, TIMESTAMPTZ '{at}' AS at, 'infinity'::timestamptz AS until_tz, '-infinity'::timestamp AS since, 'infinity'::date AS day, '-infinity'::date AS first_day"
     );
-    let rows = first_page(&source, &sql).await.unwrap().unwrap();
-    let row = &rows[0];
+    let row = first_pg_row(&pg.url, &sql).await;
     for (column, word) in [
         ("until_tz", "infinity"),
         ("since", "-infinity"),

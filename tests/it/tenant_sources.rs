@@ -9,7 +9,7 @@ use rowfire::send::egress::Policy;
 use rowfire::store::{WorkspaceId, workspace};
 use serde_json::json;
 
-use crate::http_operator::polled;
+use crate::http_operator::{polled, tenant};
 use crate::served::json;
 use crate::support::now;
 
@@ -26,14 +26,7 @@ rules:
 #[tokio::test]
 async fn a_tenant_reads_no_server_environment_and_stores_no_dsn_that_reaches_this_host() {
     let (s, _made, _dir) = polled().await;
-    let acme = WorkspaceId::parse("acme").unwrap();
-    workspace::create(&s.store, &acme, "Acme", "UTC")
-        .await
-        .unwrap();
-    let (_, token) = rowfire::token::create(&s.store, &acme, "ops", s.clock.now())
-        .await
-        .unwrap();
-    let bearer = format!("Bearer {token}");
+    let (acme, bearer) = tenant(&s, "acme").await;
     push::push(&s.store, &acme, TENANT_DEFINITIONS, now())
         .await
         .unwrap();

@@ -382,8 +382,7 @@ impl Cx {
     pub(super) fn cadence(&mut self, m: &Mapping, path: &str, tz: TimeZone) -> Option<Cadence> {
         let policy = self.string(m, "policy", path, false);
         let period = self.string(m, "period", path, false);
-        // A null `n` or `period` (as the original Rowfire's files may hold) is an absent one.
-        let n = m.get("n").filter(|v| !v.is_null());
+        let n = m.get("n");
         if let Some(anchor) = m.get("anchor") {
             // A time-anchored rule sends once per anchor instant; a cadence beside it would
             // be silently ignored, so each is an error.
