@@ -362,13 +362,15 @@ pub async fn run(
         }
         None => (trigger.shape(), window),
     };
+    // A send's due time (anchor minus the row's lead), and whether live would find it only
+    // after its grace (a lead from the row of at least the look-ahead plus the grace).
     let due_of = |row: &Row| {
         let (clock, a) = (row.clock?, anchor?);
-        Some(
-            clock
-                .checked_sub(schedule::lead_of(a, row).0)
-                .unwrap_or(clock),
-        )
+        let lead = schedule::lead_of(a, row).0;
+        Some((
+            clock.checked_sub(lead).unwrap_or(clock),
+            a.read_too_late(lead),
+        ))
     };
     let started = Instant::now();
     let query = source.prepare(defs, trigger, read).await?;
@@ -395,12 +397,15 @@ pub async fn run(
     let mut reader = source.read_window(&query, shape, read).await?;
     while let Some(page) = reader.next_page().await? {
         for row in &page {
-            let due = due_of(row);
+            let (due, too_late) = due_of(row).unzip();
             if due.is_some_and(|d| d < window.since || d >= window.until) {
                 continue;
             }
             report.rows_matched += 1;
             match sim.evaluate(row) {
+                // Live claims its fire and records the send as expired: the key has fired, and
+                // nothing goes out.
+                Outcome::Fired { .. } if too_late == Some(true) => report.expired_sends += 1,
                 Outcome::Fired { key, bucket } => {
                     report.fires += 1;
                     let clock = due.or(row.clock).expect("a fired row has a clock");

@@ -85,6 +85,16 @@ impl Anchor {
         let covered = (self.look_ahead - self.lead).max(SignedDuration::from_mins(1));
         self.interval.min(covered)
     }
+
+    /// Whether a send `lead` before its anchor is read by no sweep until its grace has run out,
+    /// however the sweeps fall: a lead of at least the look-ahead plus the grace. A sweep
+    /// reads anchors up to the look-ahead ahead of it, so it first finds such a send after its
+    /// due time plus grace, and records it as expired instead of queueing it. (A lead shorter
+    /// than that by less than one sweep interval may be found too late as well, depending on
+    /// when the sweeps run.)
+    pub fn read_too_late(&self, lead: SignedDuration) -> bool {
+        lead >= self.look_ahead.saturating_add(self.grace)
+    }
 }
 
 /// How often one key of a rule may fire.

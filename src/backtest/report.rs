@@ -86,6 +86,11 @@ pub struct Report {
     pub null_key_rows: u64,
     /// Rows of a time-anchored rule whose anchor is NULL.
     pub null_anchor_rows: u64,
+    /// Sends of a time-anchored rule that live would record as expired instead of sending:
+    /// their lead (from the row) is at least the look-ahead plus the grace, so no sweep reads
+    /// their anchor before their grace has run out. Their keys have fired; they are not among
+    /// `fires` or `per_day`.
+    pub expired_sends: u64,
     /// Fires per local day.
     pub per_day: Vec<DayCount>,
     /// The busiest day.
@@ -265,6 +270,14 @@ impl fmt::Display for Report {
                 "rows with NULL anchor",
                 self.null_anchor_rows,
                 "   (never fire)",
+            )?;
+        }
+        if self.expired_sends > 0 {
+            line(
+                f,
+                "sends found too late",
+                self.expired_sends,
+                "   (the row's lead is not shorter than anchor.look_ahead plus grace: no sweep reads them in time; raise look_ahead above the longest lead)",
             )?;
         }
         writeln!(f)?;

@@ -578,3 +578,52 @@ async fn a_reminder_whose_send_fails_is_retried_and_sent_once_under_one_delivery
     assert_eq!(c.sender.drain().await.unwrap().claimed, 0);
     assert_eq!(receiver.count(), 2);
 }
+
+on_both_engines!(
+    backtest_agrees_on_expiry,
+    a_backtest_counts_as_expired_the_sends_whose_own_lead_outruns_the_look_ahead_as_live_does
+);
+
+/// Live and a backtest over the same rows agree on which sends go and which expire: a lead from
+/// the row of at least the look-ahead (3h) plus the grace (5m) is never read in time.
+async fn a_backtest_counts_as_expired_the_sends_whose_own_lead_outruns_the_look_ahead_as_live_does(
+    url: &str,
+) {
+    let c = Calendar::new(url).await;
+    c.book("on_time", 120, Some(60)).await;
+    // Due 70 minutes before the first sweep, which finds it.
+    c.book("found_late", 170, Some(240)).await;
+    // Due at 160; the first sweep whose look-ahead reaches 400 runs at 221.
+    c.book("read_late", 400, Some(240)).await;
+    for m in [0, 60, 221, 400] {
+        c.at(m).await;
+    }
+    let mut live = Vec::new();
+    for id in ["on_time", "found_late", "read_late"] {
+        live.push(c.of(id).await.iter().map(|d| d.status).collect::<Vec<_>>());
+    }
+    assert_eq!(
+        live,
+        [
+            vec![DeliveryStatus::Sent],
+            vec![DeliveryStatus::Expired],
+            vec![DeliveryStatus::Expired]
+        ]
+    );
+
+    let defs = rowfire::definitions::parse(&definitions(false)).unwrap();
+    let source =
+        rowfire::source::Source::connect(&crate::support::source_def(&defs, 2), &c.source.url)
+            .await
+            .unwrap();
+    let opts = rowfire::backtest::Options {
+        days: 1,
+        sample: 0,
+        now: at(600),
+    };
+    let r = rowfire::backtest::run(&defs, "nudge", &source, &opts)
+        .await
+        .unwrap();
+    assert_eq!((r.fires, r.expired_sends, r.rows_matched), (1, 2, 3), "{r}");
+    assert!(r.to_string().contains("sends found too late"), "{r}");
+}
