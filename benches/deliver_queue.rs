@@ -4,12 +4,15 @@
 //! attempt recorded):
 //!
 //! - *drains and the peer, in rounds*: three rounds, each draining 100,000 deliveries, all due,
-//!   with 1, 4 and 16 workers (each its own connection pool and HTTP client, as separate
-//!   processes would have; timed from start until every worker's `drain()` has returned) and
-//!   100,000 no-op jobs with graphile-worker at concurrency 16 on a scratch database
-//!   (`../shared/peers/graphile-worker/run.sh`). Each round takes the four in another order, so
+//!   with 1, 4 and 16 workers in one process (as `rowfire worker --concurrency N` runs them:
+//!   one control-plane pool and one HTTP client, shared; graphile-worker's concurrency 16 is
+//!   likewise one process with one pool), with 4 and 16 worker processes (each its own pool and
+//!   HTTP client), timed from start until every worker's `drain()` has returned, and 100,000
+//!   no-op jobs with graphile-worker at concurrency 16 on a scratch database
+//!   (`../shared/peers/graphile-worker/run.sh`). Each round takes the six in another order, so
 //!   a drift of the machine's speed over the run falls on each alike; medians are compared:
-//!   16 workers against the best of 1 and 4, and against the peer;
+//!   16 workers in one process against the best of 1 and 4, and against the peer; 16 worker
+//!   processes against 4;
 //! - *a pass taken apart*: the first 100 batches of another 100,000-delivery backlog, claimed,
 //!   sent and settled one after the other by one worker with the library's own pieces
 //!   (`queue::claim_due`, `sender::outbound` and the client, `queue::settle_many`), each timed;
@@ -35,7 +38,8 @@
 //!
 //! Run: `cargo bench --bench deliver_queue` (PostgreSQL on 127.0.0.1:5432, or set
 //! ROWFIRE_BENCH_PG; node and npm for the peer, which is skipped with a message without them).
-//! `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains and stops.
+//! `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains (in one process; `16p` for 16
+//! worker processes) and stops.
 
 // The pollers' and senders' futures nest deeper than the compiler's default query depth allows
 // when a fresh build lays them out.
@@ -76,8 +80,33 @@ const PER_SECOND: i64 = 500;
 const LEAD: SignedDuration = SignedDuration::from_secs(2);
 const PEER_CONCURRENCY: usize = 16;
 const BREAKDOWN_BATCHES: usize = 100;
-/// The worker counts compared, in the order of the first round.
-const WORKER_COUNTS: [usize; 3] = [1, 4, 16];
+/// The drains compared, in the order of the first round.
+const DRAINS: [(usize, Layout); 5] = [
+    (1, Layout::OneProcess),
+    (4, Layout::OneProcess),
+    (16, Layout::OneProcess),
+    (4, Layout::Processes),
+    (16, Layout::Processes),
+];
+
+/// How a drain's workers are housed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One worker process with N senders, as `rowfire worker --concurrency N` runs them: one
+    /// control-plane pool and one HTTP client, shared.
+    OneProcess,
+    /// N worker processes: each sender on a pool and an HTTP client of its own.
+    Processes,
+}
+
+impl Layout {
+    fn label(self, workers: usize) -> String {
+        match self {
+            Layout::OneProcess => format!("{workers:>2} worker(s) in one process"),
+            Layout::Processes => format!("{workers:>2} worker processes     "),
+        }
+    }
+}
 /// Rounds of drains at every worker count; medians are compared.
 const ROUNDS: usize = 3;
 
@@ -152,12 +181,25 @@ async fn control_plane(
     (url, first)
 }
 
-/// `workers` senders, each on a store (connection pool) and HTTP client of its own.
-async fn senders(url: &str, key: &str, workers: usize) -> Vec<Arc<Sender>> {
+/// `workers` senders: in one process, on one store (connection pool) and HTTP client; as
+/// processes, each on a store and HTTP client of its own.
+async fn senders(url: &str, key: &str, workers: usize, layout: Layout) -> Vec<Arc<Sender>> {
     let mut out = Vec::new();
+    let shared = match layout {
+        Layout::OneProcess => Some((
+            Store::open(url).await.unwrap(),
+            Client::new(Policy::parse("127.0.0.1", false).unwrap()),
+        )),
+        Layout::Processes => None,
+    };
     for _ in 0..workers {
-        let store = Store::open(url).await.unwrap();
-        let client = Client::new(Policy::parse("127.0.0.1", false).unwrap());
+        let (store, client) = match &shared {
+            Some((store, client)) => (store.clone(), client.clone()),
+            None => (
+                Store::open(url).await.unwrap(),
+                Client::new(Policy::parse("127.0.0.1", false).unwrap()),
+            ),
+        };
         out.push(Arc::new(Sender::new(
             store,
             client,
@@ -242,11 +284,11 @@ async fn sample_waits(
 async fn drain(
     url: &str,
     key: &str,
-    workers: usize,
+    (workers, layout): (usize, Layout),
     receiver: &Receiver,
     expected: u64,
 ) -> (f64, SendReport, Cpu) {
-    let senders = senders(url, key, workers).await;
+    let senders = senders(url, key, workers, layout).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = tokio::spawn(sample_waits(url.to_string(), stop.clone()));
     let commits0 = commits(url).await;
@@ -541,7 +583,7 @@ async fn breakdown(url: &str, batches: usize) -> (f64, f64, f64, f64) {
 /// Runs `workers` senders on the system clock until every paced delivery is sent; returns
 /// lateness in milliseconds (p50, p99, max) and how long sending took after the first was due.
 async fn paced(url: &str, key: &str, workers: usize, first: Timestamp) -> (f64, f64, f64, f64) {
-    let senders = senders(url, key, workers).await;
+    let senders = senders(url, key, workers, Layout::OneProcess).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let tasks: Vec<_> = senders
         .into_iter()
@@ -653,7 +695,7 @@ async fn main() {
     let receiver = Receiver::start();
     let config = Config::default();
     println!(
-        "method: deliveries queued in a PostgreSQL control plane on this machine (seeded with SQL, then ANALYZE), sent by the real sender (batches of {}, {} in flight, {:#} leases, Standard Webhooks signatures) to a receiver on 127.0.0.1 answering 200 at once; each worker has its own connection pool and HTTP client; every phase starts from a fresh database",
+        "method: deliveries queued in a PostgreSQL control plane on this machine (seeded with SQL, then ANALYZE), sent by the real sender (batches of {}, {} in flight, {:#} leases, Standard Webhooks signatures) to a receiver on 127.0.0.1 answering 200 at once; workers in one process share its control-plane pool and HTTP client (as `rowfire worker --concurrency N` runs them), worker processes each have their own; every phase starts from a fresh database",
         config.batch, config.in_flight, config.lease
     );
     println!(
@@ -667,20 +709,26 @@ async fn main() {
     let mut failed = false;
 
     // `ROWFIRE_BENCH_DRAINS=4,16` runs one round of only those drains (for profiling one of
-    // them) and stops; `ROWFIRE_BENCH_DELIVERIES` then sets how many each drains.
-    let only: Option<Vec<usize>> = std::env::var("ROWFIRE_BENCH_DRAINS")
-        .ok()
-        .map(|v| v.split(',').filter_map(|w| w.trim().parse().ok()).collect());
+    // them; `16p` is 16 worker processes) and stops; `ROWFIRE_BENCH_DELIVERIES` then sets how
+    // many each drains.
+    let only: Option<Vec<(usize, Layout)>> = std::env::var("ROWFIRE_BENCH_DRAINS").ok().map(|v| {
+        v.split(',')
+            .filter_map(|w| match w.trim().strip_suffix('p') {
+                Some(n) => Some((n.parse().ok()?, Layout::Processes)),
+                None => Some((w.trim().parse().ok()?, Layout::OneProcess)),
+            })
+            .collect()
+    });
     let drained: i64 = only
         .as_ref()
         .and_then(|_| std::env::var("ROWFIRE_BENCH_DELIVERIES").ok())
         .and_then(|n| n.parse().ok())
         .unwrap_or(DRAINED);
-    // Rounds of (1, 4, 16) workers, each round in another order, so a drift of the machine's
-    // speed over the run falls on every count alike; medians are compared.
+    // Rounds of every drain, each round in another order, so a drift of the machine's speed
+    // over the run falls on every drain alike; medians are compared.
     let (counts, rounds) = match &only {
         Some(counts) => (counts.clone(), 1),
-        None => (WORKER_COUNTS.to_vec(), ROUNDS),
+        None => (DRAINS.to_vec(), ROUNDS),
     };
     // Each round also drains the peer, in its turn, so its figure shares the machine's moment.
     let turns = counts.len() + usize::from(only.is_none());
@@ -689,7 +737,7 @@ async fn main() {
     for round in 0..rounds {
         for turn in 0..turns {
             let at = (turn + round) % turns;
-            let Some(&workers) = counts.get(at) else {
+            let Some(&(workers, layout)) = counts.get(at) else {
                 print!("round {}: ", round + 1);
                 peers.extend(peer(&admin, tls).await);
                 continue;
@@ -703,11 +751,13 @@ async fn main() {
                 SignedDuration::ZERO,
             )
             .await;
-            let (secs, report, cpu) = drain(&url, &key, workers, &receiver, drained as u64).await;
+            let (secs, report, cpu) =
+                drain(&url, &key, (workers, layout), &receiver, drained as u64).await;
             let rate = drained as f64 / secs;
             println!(
-                "round {}: drain, {workers:>2} worker(s): {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",
+                "round {}: drain, {}: {:>7} sent in {secs:>6.2} s = {rate:>8.0} deliveries/s (stale settles {}, waiting {}, unsent {})",
                 round + 1,
+                layout.label(workers),
                 report.sent,
                 report.stale,
                 report.waiting,
@@ -731,23 +781,36 @@ async fn main() {
         return;
     }
     let medians: Vec<f64> = rates.iter().map(|r| support::median(r)).collect();
-    for (workers, (median, all)) in counts.iter().zip(medians.iter().zip(&rates)) {
+    for (&(workers, layout), (median, all)) in counts.iter().zip(medians.iter().zip(&rates)) {
         let all: Vec<String> = all.iter().map(|r| format!("{r:.0}")).collect();
         println!(
-            "drain, {workers:>2} worker(s): median {median:>8.0} deliveries/s over {rounds} rounds ({})",
+            "drain, {}: median {median:>8.0} deliveries/s over {rounds} rounds ({})",
+            layout.label(workers),
             all.join(", ")
         );
     }
-    let sixteen = medians[counts.len() - 1];
-    let best_fewer = medians[..counts.len() - 1]
-        .iter()
-        .copied()
-        .fold(0.0, f64::max);
+    let median_of = |n: usize, layout: Layout| {
+        counts
+            .iter()
+            .position(|&c| c == (n, layout))
+            .map_or(f64::NAN, |i| medians[i])
+    };
+    let sixteen = median_of(16, Layout::OneProcess);
+    let best_fewer = median_of(1, Layout::OneProcess).max(median_of(4, Layout::OneProcess));
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!(
-        "16 workers / best of 1 and 4 workers: {:.2}x (medians): {}",
+        "16 workers / best of 1 and 4 workers, in one process: {:.2}x (medians): {}",
         sixteen / best_fewer,
         verdict(sixteen >= best_fewer)
+    );
+    let apart = median_of(16, Layout::Processes) / median_of(4, Layout::Processes);
+    println!(
+        "16 worker processes / 4 worker processes: {apart:.2}x (medians): {}",
+        if apart >= 1.0 {
+            "not slower"
+        } else {
+            "slower: each process runs its own control-plane transactions on the same cores (BENCHMARKS.md)"
+        }
     );
     println!(
         "target: 16 workers >= 5,000 deliveries/s: {}",
@@ -786,8 +849,9 @@ async fn main() {
             shown.join(", ")
         );
         println!(
-            "ratio Rowfire 16 workers / graphile-worker: {:.2}x (medians; target 5x)",
-            sixteen / peer
+            "ratio Rowfire 16 workers in one process / graphile-worker at concurrency 16 (one process): {:.2}x (medians; target 5x); 16 worker processes / graphile-worker: {:.2}x",
+            sixteen / peer,
+            median_of(16, Layout::Processes) / peer
         );
     }
 

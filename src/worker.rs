@@ -184,6 +184,10 @@ impl Worker {
                 }
             })
             .collect();
+        // The senders share the process's control-plane pool and one HTTP client (one pool of
+        // connections): the pool bounds how many control-plane transactions the process runs
+        // at once, which keeps more senders from costing more per delivery (BENCHMARKS.md).
+        let client = Client::new(config.egress.clone());
         let senders = (0..concurrency)
             .map(|_| {
                 let sender_config = sender::Config {
@@ -191,9 +195,14 @@ impl Worker {
                     ..sender::Config::default()
                 };
                 let key = config.master_key.clone().map_err(|e| e.to_string());
-                let client = Client::new(config.egress.clone());
-                let sender = Sender::new(store.clone(), client, clock.clone(), key, sender_config)
-                    .with_recheck(dsn.clone());
+                let sender = Sender::new(
+                    store.clone(),
+                    client.clone(),
+                    clock.clone(),
+                    key,
+                    sender_config,
+                )
+                .with_recheck(dsn.clone());
                 match &config.metrics {
                     Some(m) => sender.with_metrics(m.clone()),
                     None => sender,
