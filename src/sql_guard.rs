@@ -111,16 +111,23 @@ const GUARD_STACK_BYTES: usize = 512 << 20;
 fn on_big_stack<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, GuardError> + Send + 'static,
 ) -> Result<T, GuardError> {
-    std::thread::Builder::new()
+    let checking = std::thread::Builder::new()
         .name("sql-guard".into())
         .stack_size(GUARD_STACK_BYTES)
         .spawn(f)
         .map_err(|e| GuardError::Parse {
             dialect: Dialect::Postgres,
             message: format!("cannot start the SQL guard: {e}"),
-        })?
-        .join()
-        .unwrap_or(Err(GuardError::TooComplex))
+        })?;
+    let wait = move || checking.join().unwrap_or(Err(GuardError::TooComplex));
+    // Long SQL takes a while to check. Called on a worker of a multi-threaded runtime (the
+    // server's, a worker's), the runtime hands that thread's other tasks to another thread while
+    // this one waits, so one request's check does not hold back the others. A single-threaded
+    // runtime has no thread to hand them to (and would refuse), so there it just waits.
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+        _ => wait(),
+    }
 }
 
 /// Parses `sql` in `dialect` and refuses anything but one read-only query that calls only the

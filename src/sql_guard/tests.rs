@@ -474,3 +474,43 @@ fn a_table_named_after_in_is_checked_like_one_in_from() {
         Dialect::Sqlite,
     );
 }
+
+#[test]
+fn a_long_check_on_a_multi_threaded_runtime_leaves_the_threads_other_tasks_running() {
+    // One worker thread: unless the check hands its tasks on, nothing else runs until it ends.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let long = format!(
+        "SELECT id FROM t WHERE {}",
+        vec!["a = 1"; MAX_SQL_TOKENS / 5].join(" OR ")
+    );
+    let (ticks, checked) = rt.block_on(async move {
+        let checking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (c, t) = (checking.clone(), ticks.clone());
+        let ticker = tokio::spawn(async move {
+            loop {
+                if c.load(std::sync::atomic::Ordering::SeqCst) {
+                    t.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+        let checked = tokio::spawn(async move {
+            checking.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Several checks in a row, with no await between them: long enough for the ticker
+            // to be scheduled on the thread that took over, however busy the machine.
+            let result = (0..5).try_for_each(|_| check(&long, Dialect::Postgres).map(drop));
+            checking.store(false, std::sync::atomic::Ordering::SeqCst);
+            result
+        })
+        .await
+        .unwrap();
+        ticker.abort();
+        (ticks.load(std::sync::atomic::Ordering::SeqCst), checked)
+    });
+    assert!(checked.is_ok(), "{checked:?}");
+    assert!(ticks > 0, "no other task ran while the SQL was checked");
+}
