@@ -91,7 +91,8 @@ impl Anchor {
     /// reads anchors up to the look-ahead ahead of it, so it first finds such a send after its
     /// due time plus grace, and records it as expired instead of queueing it. (A lead shorter
     /// than that by less than one sweep interval may be found too late as well, depending on
-    /// when the sweeps run.)
+    /// when the sweeps run; a look-ahead of at least the longest lead plus the sweep interval
+    /// leaves none late.)
     pub fn read_too_late(&self, lead: SignedDuration) -> bool {
         lead >= self.look_ahead.saturating_add(self.grace)
     }
@@ -347,6 +348,24 @@ pub fn occurrence_id(
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn a_send_is_read_too_late_from_a_lead_of_the_look_ahead_plus_the_grace() {
+        let anchor = Anchor {
+            column: "starts_at".into(),
+            lead: SignedDuration::from_mins(10),
+            lead_column: Some("lead".into()),
+            look_ahead: SignedDuration::from_hours(3),
+            interval: SignedDuration::from_mins(15),
+            grace: SignedDuration::from_mins(5),
+            recheck: false,
+        };
+        let edge = SignedDuration::from_mins(185);
+        assert!(anchor.read_too_late(edge));
+        assert!(anchor.read_too_late(SignedDuration::from_hours(48)));
+        assert!(!anchor.read_too_late(edge - SignedDuration::from_nanos(1)));
+        assert!(!anchor.read_too_late(SignedDuration::from_hours(3)));
+    }
 
     fn row(cols: &[&str], values: Vec<Value>) -> Row {
         let columns: Arc<[String]> = cols.iter().map(|s| s.to_string()).collect();

@@ -277,7 +277,7 @@ impl fmt::Display for Report {
                 f,
                 "sends found too late",
                 self.expired_sends,
-                "   (the row's lead is not shorter than anchor.look_ahead plus grace: no sweep reads them in time; raise look_ahead above the longest lead)",
+                "   (the row's lead is not shorter than anchor.look_ahead plus grace: no sweep reads them in time; raise anchor.look_ahead to at least the longest lead plus the sweep interval)",
             )?;
         }
         writeln!(f)?;

@@ -76,7 +76,7 @@ impl Scheduled {
         let lead = self.due.duration_until(self.anchor);
         match anchor {
             Some(a) if self.lead_from == LeadFrom::Row && lead >= a.look_ahead => format!(
-                "expired: its lead of {} (from the row's {}) is not shorter than the rule's look_ahead of {}, so no sweep reads it before it is due; raise anchor.look_ahead above the longest lead",
+                "expired: its lead of {} (from the row's {}) is not shorter than the rule's look_ahead of {}, so no sweep reads it before it is due; raise anchor.look_ahead to at least the longest lead plus the sweep interval",
                 shown(lead),
                 a.lead_column.as_deref().unwrap_or("lead column"),
                 shown(a.look_ahead),

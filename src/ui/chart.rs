@@ -44,7 +44,7 @@ pub fn backtest(report: &Report) -> Markup {
                 @if let Some(z) = &report.longest_zero_run { "; longest quiet stretch " (z.days) " day(s), " (z.from) " to " (z.to) }
                 @if report.null_key_rows > 0 { "; " (report.null_key_rows) " row(s) with a NULL key did not fire" }
                 @if report.null_clock_rows > 0 { "; " (report.null_clock_rows) " row(s) with a NULL clock did not fire" }
-                @if report.expired_sends > 0 { "; " (report.expired_sends) " send(s) would expire unsent: their lead is not shorter than the look-ahead plus grace" }
+                @if report.expired_sends > 0 { "; " (report.expired_sends) " send(s) would expire unsent: their lead is not shorter than the look-ahead plus grace (raise anchor.look_ahead to at least the longest lead plus the sweep interval)" }
                 "."
             }
         }

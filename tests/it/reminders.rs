@@ -390,7 +390,7 @@ async fn a_reminder_not_sent_by_due_plus_grace_expires_and_one_sent_within_it_go
     assert_eq!(
         far[0].reason.as_deref(),
         Some(
-            "expired: its lead of 5h (from the row's reminder_minutes) is not shorter than the rule's look_ahead of 3h, so no sweep reads it before it is due; raise anchor.look_ahead above the longest lead"
+            "expired: its lead of 5h (from the row's reminder_minutes) is not shorter than the rule's look_ahead of 3h, so no sweep reads it before it is due; raise anchor.look_ahead to at least the longest lead plus the sweep interval"
         )
     );
 }
@@ -595,11 +595,22 @@ async fn a_backtest_counts_as_expired_the_sends_whose_own_lead_outruns_the_look_
     c.book("found_late", 170, Some(240)).await;
     // Due at 160; the first sweep whose look-ahead reaches 400 runs at 221.
     c.book("read_late", 400, Some(240)).await;
-    for m in [0, 60, 221, 400] {
+    // At the edge: the first sweep to reach 300 runs at 121, when a lead of 183 minutes (due
+    // 117, grace until 122) still goes, late, and one of 185 (the look-ahead plus the grace:
+    // grace until 120) has expired.
+    c.book("just_in_time", 300, Some(183)).await;
+    c.book("just_too_late", 300, Some(185)).await;
+    for m in [0, 60, 121, 221, 400] {
         c.at(m).await;
     }
     let mut live = Vec::new();
-    for id in ["on_time", "found_late", "read_late"] {
+    for id in [
+        "on_time",
+        "found_late",
+        "read_late",
+        "just_in_time",
+        "just_too_late",
+    ] {
         live.push(c.of(id).await.iter().map(|d| d.status).collect::<Vec<_>>());
     }
     assert_eq!(
@@ -607,6 +618,8 @@ async fn a_backtest_counts_as_expired_the_sends_whose_own_lead_outruns_the_look_
         [
             vec![DeliveryStatus::Sent],
             vec![DeliveryStatus::Expired],
+            vec![DeliveryStatus::Expired],
+            vec![DeliveryStatus::Sent],
             vec![DeliveryStatus::Expired]
         ]
     );
@@ -624,6 +637,6 @@ async fn a_backtest_counts_as_expired_the_sends_whose_own_lead_outruns_the_look_
     let r = rowfire::backtest::run(&defs, "nudge", &source, &opts)
         .await
         .unwrap();
-    assert_eq!((r.fires, r.expired_sends, r.rows_matched), (1, 2, 3), "{r}");
+    assert_eq!((r.fires, r.expired_sends, r.rows_matched), (2, 3, 5), "{r}");
     assert!(r.to_string().contains("sends found too late"), "{r}");
 }
