@@ -186,7 +186,7 @@ impl Worker {
             .collect();
         // The senders share the process's control-plane pool and one HTTP client (one pool of
         // connections): the pool bounds how many control-plane transactions the process runs
-        // at once, which keeps more senders from costing more per delivery (BENCHMARKS.md).
+        // at once, however many senders it has (BENCHMARKS.md, sending queued deliveries).
         let client = Client::new(config.egress.clone());
         let senders = (0..concurrency)
             .map(|_| {
