@@ -18,16 +18,13 @@ pub mod workers;
 
 use keep::{Halt, Stop, stopping};
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use tokio::sync::Mutex;
 
 use crate::clock::Clock;
 use crate::definitions::{SourceDef, versions};
 use crate::rules::{self, Mode};
-use crate::source::Source;
 use crate::sql_guard::Window;
 use crate::store::{Store, StoreError, WorkspaceId, workspace};
 use crate::telemetry;
@@ -178,7 +175,7 @@ pub struct Poller {
     style: ClaimStyle,
     count_clocks_every: SignedDuration,
     dsn: DsnResolver,
-    sources: Mutex<HashMap<(String, String), Source>>,
+    sources: crate::source::Connections,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -193,7 +190,7 @@ impl Poller {
             style: ClaimStyle::Batched,
             count_clocks_every: DEFAULT_CLOCK_COUNT_EVERY,
             dsn,
-            sources: Mutex::new(HashMap::new()),
+            sources: Default::default(),
             metrics: None,
         }
     }
@@ -228,10 +225,7 @@ impl Poller {
     /// (tests count statements with it).
     #[doc(hidden)]
     pub async fn source_statements(&self) -> crate::source::Statements {
-        let cache = self.sources.lock().await;
-        cache
-            .values()
-            .fold(Default::default(), |sum, s| sum + s.statements())
+        self.sources.statements().await
     }
 
     /// The trigger lease this poller takes.

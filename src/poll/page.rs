@@ -202,16 +202,6 @@ impl Poller {
         workspace: &WorkspaceId,
         def: &SourceDef,
     ) -> Result<Source, String> {
-        let mut cache = self.sources.lock().await;
-        let key = (workspace.to_string(), def.name.clone());
-        if let Some(s) = cache.get(&key) {
-            return Ok(s.clone());
-        }
-        let dsn = (self.dsn)(workspace, def).ok_or_else(|| def.missing_dsn())?;
-        let source = Source::connect_resolved(def, &dsn)
-            .await
-            .map_err(|e| e.to_string())?;
-        cache.insert(key, source.clone());
-        Ok(source)
+        self.sources.get(workspace, def, &self.dsn).await
     }
 }

@@ -77,7 +77,7 @@ pub struct Sender {
     passes: tokio::sync::watch::Sender<u64>,
     /// Reaches sources to recheck a time-anchored send before it goes (`None`: no recheck).
     recheck: Option<crate::source::DsnResolver>,
-    sources: Mutex<HashMap<(WorkspaceId, String), crate::source::Source>>,
+    sources: crate::source::Connections,
     /// Triggers' queries prepared for the recheck, by workspace and trigger.
     prepared: Mutex<HashMap<(WorkspaceId, String), recheck::Prepared>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -102,7 +102,7 @@ impl Sender {
             snapshots: Mutex::default(),
             passes: tokio::sync::watch::Sender::new(0),
             recheck: None,
-            sources: Mutex::default(),
+            sources: Default::default(),
             prepared: Mutex::default(),
             metrics: None,
         }

@@ -19,6 +19,7 @@
 //! (DSNs out of messages).
 
 mod catalogue;
+mod connections;
 mod engine;
 mod error;
 mod mysql;
@@ -35,6 +36,7 @@ use crate::definitions::SourceDef;
 use crate::sql_guard::{self, CheckedQuery, Dialect, Rendered, Shape, Window};
 
 pub use catalogue::{Catalogue, CatalogueColumn, CatalogueTable, MAX_FACTS};
+pub use connections::Connections;
 use engine::{ConnectError, Pool};
 pub use error::SourceError;
 use redact::scrub;

@@ -213,16 +213,6 @@ impl Sender {
         def: &crate::definitions::SourceDef,
         dsn: &crate::source::DsnResolver,
     ) -> Result<Source, String> {
-        let mut cache = self.sources.lock().await;
-        let key = (workspace.clone(), def.name.clone());
-        if let Some(s) = cache.get(&key) {
-            return Ok(s.clone());
-        }
-        let url = dsn(workspace, def).ok_or_else(|| def.missing_dsn())?;
-        let source = Source::connect_resolved(def, &url)
-            .await
-            .map_err(|e| e.to_string())?;
-        cache.insert(key, source.clone());
-        Ok(source)
+        self.sources.get(workspace, def, dsn).await
     }
 }
