@@ -62,7 +62,7 @@ pub async fn check(state: State<AppState>, request: Request, next: Next) -> Resp
 /// The checks of [`check`], and the request when it passes them.
 async fn admit(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let Some(host) = host_of(request.uri(), headers) else {
+    let Some((host, authority)) = host_of(request.uri(), headers) else {
         return ApiError::misdirected("the request must name exactly one Host").into_response();
     };
     if !host_allowed(&host, &state.allowed_hosts) {
@@ -76,7 +76,7 @@ async fn admit(State(state): State<AppState>, mut request: Request, next: Next) 
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
     );
-    if !safe && let Err(refusal) = same_origin(headers) {
+    if !safe && let Err(refusal) = same_origin(headers, &authority) {
         return refusal.into_response();
     }
     let path = request.uri().path().to_string();
@@ -136,9 +136,9 @@ fn with_security_headers(headers: &mut HeaderMap) {
     }
 }
 
-/// The host a request names, lower-cased and without its port; `None` when it names none, or
-/// more than one.
-fn host_of(uri: &axum::http::Uri, headers: &HeaderMap) -> Option<String> {
+/// The host a request names, lower-cased and without its port, and the authority it was named
+/// by (host and port, as sent); `None` when it names none, or more than one.
+fn host_of(uri: &axum::http::Uri, headers: &HeaderMap) -> Option<(String, String)> {
     let mut all = headers.get_all(header::HOST).iter();
     let value = all.next()?.to_str().ok()?;
     if all.next().is_some() {
@@ -158,7 +158,7 @@ fn host_of(uri: &axum::http::Uri, headers: &HeaderMap) -> Option<String> {
     if text.contains('@') || (has_port && authority.port_u16().is_none()) {
         return None;
     }
-    Some(strip_port(text).to_ascii_lowercase())
+    Some((strip_port(text).to_ascii_lowercase(), text.to_string()))
 }
 
 fn strip_port(authority: &str) -> &str {
@@ -186,9 +186,10 @@ pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
     loopback || allowed.iter().any(|a| a.eq_ignore_ascii_case(host))
 }
 
-/// A write's origin check: the `Origin` header, when present, must name the host the request
-/// was sent to; a browser's `Sec-Fetch-Site: cross-site` is refused outright.
-fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// A write's origin check: the `Origin` header, when present, must name `authority`, the one
+/// the host check read (so both judge the same host); a browser's `Sec-Fetch-Site: cross-site`
+/// is refused outright.
+fn same_origin(headers: &HeaderMap, authority: &str) -> Result<(), ApiError> {
     let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
     if fetch_site == Some("cross-site") {
         return Err(ApiError::forbidden(
@@ -205,14 +206,13 @@ fn same_origin(headers: &HeaderMap) -> Result<(), ApiError> {
             "a write naming more than one Origin is refused",
         ));
     }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     let origin_authority = origin
         .to_str()
         .ok()
         .and_then(|o| o.split_once("://"))
         .map(|(_, rest)| rest);
-    match (origin_authority, host) {
-        (Some(a), Some(h)) if a.eq_ignore_ascii_case(h) => Ok(()),
+    match origin_authority {
+        Some(a) if a.eq_ignore_ascii_case(authority) => Ok(()),
         _ => Err(ApiError::forbidden(&format!(
             "a write from the origin \"{}\" is refused: it is not this server's",
             shorten(origin.to_str().unwrap_or("?"))

@@ -78,6 +78,18 @@ async fn a_write_from_a_foreign_origin_is_refused_and_one_from_this_server_passe
     // A read from a foreign origin is not a write: it is answered.
     let read = s.get("/api/status").header("origin", "http://evil.example");
     assert_eq!(json(read).await.0, 200);
+    // A target in absolute form names the host both checks judge: a Host header agreeing with
+    // a foreign origin does not let the write through.
+    let raw = format!(
+        "POST http://127.0.0.1:{port}/api/status HTTP/1.1\r\nHost: evil.example\r\nOrigin: http://evil.example\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = s.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stream.write_all(raw.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
 }
 
 /// A server listening beyond loopback (so every request needs a token) and a second workspace,
