@@ -470,7 +470,7 @@ pub mod catalog;
 pub mod edit;
 pub mod limits;
 mod parse;
-pub(crate) use parse::reserved_header;
+pub(crate) use parse::reserved_action_header;
 mod undeclared;
 
 pub mod versions;

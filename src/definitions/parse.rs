@@ -22,7 +22,7 @@ mod headers;
 mod rule;
 mod words;
 
-pub(crate) use headers::reserved_header;
+pub(crate) use headers::reserved_action_header;
 
 /// Drops the known settings written as `null` (as the original Rowfire's files may hold them: an
 /// absent setting) at the top, in sources, triggers and rules and in a rule's anchor; never

@@ -55,7 +55,7 @@ pub const RETRY_AFTER_FAILURE: SignedDuration = SignedDuration::from_secs(30);
 pub use crate::source::DsnResolver;
 use crate::source::{AddressCheck, Dsn};
 
-pub use crate::definitions::may_hold_dsn;
+use crate::definitions::may_hold_dsn;
 
 /// A source's DSN from the environment variable the definitions name, when the source belongs to
 /// one of `operators`, the workspaces the operator runs (the process's own, and those

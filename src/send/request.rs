@@ -25,9 +25,9 @@ pub fn secret_strings(
     for value in credentials.values() {
         if let Some(key) = value.strip_prefix("whsec_") {
             secrets.push(key.to_string());
-            if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(key) {
-                secrets.push(bytes.iter().map(|b| format!("{b:02x}")).collect());
-            }
+        }
+        if let Ok(bytes) = super::webhook::parse_secret(value) {
+            secrets.push(bytes.iter().map(|b| format!("{b:02x}")).collect());
         }
     }
     if integration.auth == Auth::Basic {
@@ -75,12 +75,7 @@ pub fn outbound(
             };
             // A header Rowfire sets is never taken from what was stored (a version pushed
             // before such headers were refused may have rendered one).
-            let reserved = crate::definitions::reserved_header(name, integration).is_some()
-                || action
-                    .idempotency_header
-                    .as_deref()
-                    .is_some_and(|h| h.trim().eq_ignore_ascii_case(name.trim()));
-            if reserved {
+            if crate::definitions::reserved_action_header(name, integration, action).is_some() {
                 continue;
             }
             headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));

@@ -29,6 +29,22 @@ pub(crate) fn reserved_header(
     None
 }
 
+/// Why an action may not set `header` among its own headers, if it may not: the reasons of
+/// [`reserved_header`], and the action's idempotency header, which carries the delivery's key.
+pub(crate) fn reserved_action_header(
+    header: &str,
+    spec: &crate::definitions::catalog::Integration,
+    action: &crate::definitions::catalog::Action,
+) -> Option<&'static str> {
+    reserved_header(header, spec).or_else(|| {
+        action
+            .idempotency_header
+            .as_deref()
+            .is_some_and(|h| h.trim().eq_ignore_ascii_case(header.trim()))
+            .then_some("it carries the delivery's idempotency key")
+    })
+}
+
 /// Why no header Rowfire writes (the credential's, the idempotency key's) may be named
 /// `lower`, if it may not: the framing headers the HTTP client writes itself.
 pub(super) fn framing_header(lower: &str) -> Option<&'static str> {

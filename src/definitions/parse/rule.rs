@@ -4,7 +4,7 @@ use jiff::SignedDuration;
 use jiff::tz::TimeZone;
 use serde_yaml_ng::{Mapping, Value as Yaml};
 
-use super::headers::{framing_header, reserved_header};
+use super::headers::{framing_header, reserved_action_header, reserved_header};
 use super::*;
 use crate::cadence::{Anchor, Cadence, Period};
 
@@ -105,17 +105,7 @@ impl Cx {
                     }
                     let stored = self.stored;
                     for header in a.headers.keys().filter(|_| !stored) {
-                        let idempotency = a
-                            .idempotency_header
-                            .as_deref()
-                            .is_some_and(|h| h.trim().eq_ignore_ascii_case(header.trim()));
-                        let why = match reserved_header(header, &spec) {
-                            None if idempotency => {
-                                Some("it carries the delivery's idempotency key")
-                            }
-                            why => why,
-                        };
-                        if let Some(why) = why {
+                        if let Some(why) = reserved_action_header(header, &spec, a) {
                             self.problem(
                                 format!("{path}.actions.{action}.headers"),
                                 format!(
