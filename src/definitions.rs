@@ -145,6 +145,9 @@ fn digest(value: &serde_json::Value) -> String {
         .collect()
 }
 
+/// What a trigger without `event_time` is told wherever it is read (after "trigger NAME").
+pub const NO_CLOCK: &str = "names no event_time, the column that places each row in time; Rowfire polls, backtests and explains a trigger by it: add `event_time: COLUMN` to the trigger";
+
 impl Trigger {
     /// Whether the trigger names its clock column (`event_time`): a trigger without one is
     /// stored, listed and shown, but every read of it says it needs one.

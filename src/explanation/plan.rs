@@ -18,9 +18,7 @@ pub enum PlanError {
         error: GuardError,
     },
     /// The trigger names no clock column.
-    #[error(
-        "trigger {trigger} names no event_time, the column that places each row in time; Rowfire polls, backtests and explains a trigger by it: add `event_time: COLUMN` to the trigger"
-    )]
+    #[error("trigger {trigger} {}", crate::definitions::NO_CLOCK)]
     NoClock {
         /// The trigger.
         trigger: String,

@@ -35,9 +35,7 @@ pub enum SourceError {
         name: String,
     },
     /// The trigger names no clock column, so it has no window to read.
-    #[error(
-        "trigger {trigger} names no event_time, the column that places each row in time; Rowfire polls, backtests and explains a trigger by it: add `event_time: COLUMN` to the trigger"
-    )]
+    #[error("trigger {trigger} {}", crate::definitions::NO_CLOCK)]
     NoClock {
         /// The trigger.
         trigger: String,
