@@ -201,3 +201,16 @@ triggers:
     }
     assert!(parse_stored(doc, &TimeZone::UTC).is_ok());
 }
+
+#[test]
+fn a_period_or_n_without_the_policy_it_needs_names_that_policy() {
+    let doc = "triggers:\n  t: { sql: \"SELECT id, at FROM x\", event_time: at, key: [id] }\nrules:\n  a: { trigger: t, period: week }\n  b: { trigger: t, policy: once_ever, n: 3 }\n";
+    let p = parse(doc).unwrap_err().0;
+    let paths: Vec<&str> = p.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["rules.a.period", "rules.b.n"], "{p:?}");
+    assert!(
+        p[0].message.contains("set `policy: once_per_period`"),
+        "{p:?}"
+    );
+    assert!(p[1].message.contains("set `policy: once_per_n`"), "{p:?}");
+}

@@ -392,40 +392,25 @@ impl Cx {
                 .anchor(anchor, &format!("{path}.anchor"))
                 .map(Cadence::Anchored);
         }
-        // No policy means once_ever, as in the original Rowfire's `version: 2` files; a `period`
-        // or `n` without one says which policy it needs.
+        // No policy means once_ever, as in the original Rowfire's `version: 2` files (a policy
+        // that is there but unreadable has been reported already).
         let policy = match policy {
             Some(policy) => policy,
-            None if matches!(m.get("policy"), Some(v) if !v.is_null()) => return None,
-            None => {
-                for (key, needs, present) in [
-                    ("period", "once_per_period", period.is_some()),
-                    ("n", "once_per_n", n.is_some()),
-                ] {
-                    if present {
-                        self.problem(
-                            format!("{path}.{key}"),
-                            format!("`{key}` applies only to {needs}; add `policy: {needs}` or remove it"),
-                        );
-                    }
-                }
-                if period.is_some() || n.is_some() {
-                    return None;
-                }
-                "once_ever".to_string()
-            }
+            None if m.get("policy").is_some() => return None,
+            None => "once_ever".to_string(),
         };
-        if policy != "once_per_period" && period.is_some() {
-            self.problem(
-                format!("{path}.period"),
-                format!("`period` applies only to once_per_period, not {policy}; remove it"),
-            );
-        }
-        if policy != "once_per_n" && n.is_some() {
-            self.problem(
-                format!("{path}.n"),
-                format!("`n` applies only to once_per_n, not {policy}; remove it"),
-            );
+        for (key, needs, present) in [
+            ("period", "once_per_period", period.is_some()),
+            ("n", "once_per_n", n.is_some()),
+        ] {
+            if present && policy != needs {
+                self.problem(
+                    format!("{path}.{key}"),
+                    format!(
+                        "`{key}` applies only to {needs}, not {policy}; set `policy: {needs}` or remove it"
+                    ),
+                );
+            }
         }
         match policy.as_str() {
             "once_ever" => Some(Cadence::OnceEver),
