@@ -5,10 +5,11 @@
 //!
 //! - *drains and the peer, in rounds*: three rounds, each draining 100,000 deliveries, all due,
 //!   with 1, 4 and 16 workers in one process (as `rowfire worker --concurrency N` runs them:
-//!   one control-plane pool and one HTTP client, shared; graphile-worker's concurrency 16 is
-//!   likewise one process with one pool), with 4 and 16 workers each on a pool and HTTP client
-//!   of its own (as separate processes would have them, though all run in this one process),
-//!   timed from start until every worker's `drain()` has returned, and 100,000 no-op jobs with
+//!   one sender with 64×N requests in flight and claims of 200×N, `Config::with_concurrency`,
+//!   on one control-plane pool and one HTTP client; graphile-worker's concurrency 16 is likewise
+//!   one process with one pool), with 4 and 16 worker processes (a sender each at concurrency 1,
+//!   each on a pool and HTTP client of its own, though all run in this one process), timed from
+//!   start until every sender's `drain()` has returned, and 100,000 no-op jobs with
 //!   graphile-worker at concurrency 16 on a scratch database
 //!   (`../shared/peers/graphile-worker/run.sh`). Each round starts the six one place later, so
 //!   no drain always runs first or last (three rounds cannot balance a steady drift exactly);
@@ -93,8 +94,8 @@ const DRAINS: [(usize, Layout); 5] = [
 /// How a drain's workers are housed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layout {
-    /// One worker process with N senders, as `rowfire worker --concurrency N` runs them: one
-    /// control-plane pool and one HTTP client, shared.
+    /// One worker process at concurrency N, as `rowfire worker --concurrency N` runs it: one
+    /// sender with N times the requests in flight, on one control-plane pool and HTTP client.
     OneProcess,
     /// N workers as N processes would have them: each sender on a pool and an HTTP client of
     /// its own (all in this benchmark's one process and runtime).
@@ -183,34 +184,33 @@ async fn control_plane(
     (url, first)
 }
 
-/// `workers` senders: in one process, on one store (connection pool) and HTTP client; as
-/// processes, each on a store and HTTP client of its own.
+/// The senders of `workers` workers: in one process, the one sender `rowfire worker
+/// --concurrency N` runs (`Config::with_concurrency`: N times the requests in flight and the
+/// claim, on the process's one store and HTTP client); as processes, one sender each, each on a
+/// store (connection pool) and HTTP client of its own.
 async fn senders(url: &str, key: &str, workers: usize, layout: Layout) -> Vec<Arc<Sender>> {
-    let mut out = Vec::new();
-    let shared = match layout {
-        Layout::OneProcess => Some((
-            Store::open(url).await.unwrap(),
-            Client::new(Policy::parse("127.0.0.1", false).unwrap()),
-        )),
-        Layout::Processes => None,
-    };
-    for _ in 0..workers {
-        let (store, client) = match &shared {
-            Some((store, client)) => (store.clone(), client.clone()),
-            None => (
-                Store::open(url).await.unwrap(),
-                Client::new(Policy::parse("127.0.0.1", false).unwrap()),
-            ),
-        };
-        out.push(Arc::new(Sender::new(
+    let sender = |store, config| {
+        Arc::new(Sender::new(
             store,
-            client,
+            Client::new(Policy::parse("127.0.0.1", false).unwrap()),
             Clock::system(),
             Ok(MasterKey::parse(key).unwrap()),
-            Config::default(),
-        )));
+            config,
+        ))
+    };
+    match layout {
+        Layout::OneProcess => vec![sender(
+            Store::open(url).await.unwrap(),
+            Config::with_concurrency(workers),
+        )],
+        Layout::Processes => {
+            let mut out = Vec::new();
+            for _ in 0..workers {
+                out.push(sender(Store::open(url).await.unwrap(), Config::default()));
+            }
+            out
+        }
     }
-    out
 }
 
 /// Checks that `expected` deliveries are sent and that each sent one, and nothing else, arrived
@@ -697,7 +697,7 @@ async fn main() {
     let receiver = Receiver::start();
     let config = Config::default();
     println!(
-        "method: deliveries queued in a PostgreSQL control plane on this machine (seeded with SQL, then ANALYZE), sent by the real sender (batches of {}, {} in flight, {:#} leases, Standard Webhooks signatures) to a receiver on 127.0.0.1 answering 200 at once; workers in one process share its control-plane pool and HTTP client (as `rowfire worker --concurrency N` runs them), worker processes each have their own; every phase starts from a fresh database",
+        "method: deliveries queued in a PostgreSQL control plane on this machine (seeded with SQL, then ANALYZE), sent by the real sender (per unit of concurrency: batches of {}, {} in flight; {:#} leases, Standard Webhooks signatures) to a receiver on 127.0.0.1 answering 200 at once; N workers in one process are one sender at concurrency N on one control-plane pool and HTTP client (as `rowfire worker --concurrency N` runs them), N worker processes are N senders with a pool and client each; every phase starts from a fresh database",
         config.batch, config.in_flight, config.lease
     );
     println!(

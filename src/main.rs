@@ -26,6 +26,11 @@ macro_rules! println {
     };
 }
 
+/// The allocator: the senders allocate per request, and glibc's malloc spent a sixth of their
+/// CPU doing it (BENCHMARKS.md, deliver_queue, twentieth session).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cli;
 use cli::commands::Command;
 use cli::{

@@ -1,4 +1,4 @@
-//! The worker: pollers and senders assembled from a [`WorkerConfig`] and run together until a
+//! The worker: pollers and a sender assembled from a [`WorkerConfig`] and run together until a
 //! shutdown future resolves, with LISTEN for work announced by other processes and the clock
 //! kept in step with the control plane's. The command line (`rowfire worker`) and, later, a
 //! server and the tests use this one type.
@@ -32,10 +32,10 @@ pub struct WorkerConfig {
     pub operators: Vec<WorkspaceId>,
     /// The host part of this process's worker id (`host:pid@start`), written into its leases.
     pub name: String,
-    /// Pollers and senders (at least one of each).
+    /// Pollers, and the sender's requests in flight in units of 64 (at least one).
     pub concurrency: usize,
     /// LISTEN for work announced by other processes (off behind connection poolers: idle
-    /// senders then look every second).
+    /// the sender then looks every second).
     pub listen: bool,
     /// How long a claimed delivery is held before another worker may take it over.
     pub delivery_lease: SignedDuration,
@@ -55,7 +55,7 @@ pub struct WorkerConfig {
     /// Measure the control plane's clock at start and every minute (leases are stamped on it).
     /// Off for a fixed clock.
     pub sync_clock: bool,
-    /// Where the pollers and senders count what they do (`/metrics`); `None`: nowhere.
+    /// Where the pollers and the sender count what they do (`/metrics`); `None`: nowhere.
     pub metrics: Option<Arc<Metrics>>,
 }
 
@@ -120,7 +120,7 @@ pub enum WorkerError {
     Poll(#[from] PollError),
 }
 
-/// A worker: its pollers and senders, on one clock.
+/// A worker: its pollers and its sender, on one clock.
 pub struct Worker {
     store: Store,
     clock: Clock,
@@ -132,12 +132,12 @@ pub struct Worker {
     /// This process's id (host, pid, start time), written into every lease it takes.
     me: WorkerId,
     pollers: Vec<Poller>,
-    senders: Vec<Sender>,
+    sender: Sender,
 }
 
 impl Worker {
     /// Assembles a worker on `store`: checks the lease, reads the source DSNs, measures the
-    /// control plane's clock (when `sync_clock`) and builds the pollers and senders.
+    /// control plane's clock (when `sync_clock`) and builds the pollers and the sender.
     pub async fn new(
         store: Store,
         clock: Clock,
@@ -184,31 +184,26 @@ impl Worker {
                 }
             })
             .collect();
-        // The senders share the process's control-plane pool and one HTTP client (one pool of
-        // connections): the pool bounds how many control-plane transactions the process runs
-        // at once, however many senders it has (BENCHMARKS.md, sending queued deliveries).
-        let client = Client::new(config.egress.clone());
-        let senders = (0..concurrency)
-            .map(|_| {
-                let sender_config = sender::Config {
-                    lease: config.delivery_lease,
-                    ..sender::Config::default()
-                };
-                let key = config.master_key.clone().map_err(|e| e.to_string());
-                let sender = Sender::new(
-                    store.clone(),
-                    client.clone(),
-                    clock.clone(),
-                    key,
-                    sender_config,
-                )
-                .with_recheck(dsn.clone());
-                match &config.metrics {
-                    Some(m) => sender.with_metrics(m.clone()),
-                    None => sender,
-                }
-            })
-            .collect();
+        // One sender for the process, with `concurrency` times the requests in flight: it sends
+        // what that many senders would, with one claim and one settle running at a time, so a
+        // higher concurrency never costs more per delivery (BENCHMARKS.md, deliver_queue).
+        let sender_config = sender::Config {
+            lease: config.delivery_lease,
+            ..sender::Config::with_concurrency(concurrency)
+        };
+        let key = config.master_key.clone().map_err(|e| e.to_string());
+        let sender = Sender::new(
+            store.clone(),
+            Client::new(config.egress.clone()),
+            clock.clone(),
+            key,
+            sender_config,
+        )
+        .with_recheck(dsn.clone());
+        let sender = match &config.metrics {
+            Some(m) => sender.with_metrics(m.clone()),
+            None => sender,
+        };
         Ok(Worker {
             store,
             clock,
@@ -217,7 +212,7 @@ impl Worker {
             stored,
             me,
             pollers,
-            senders,
+            sender,
         })
     }
 
@@ -268,13 +263,13 @@ impl Worker {
 
     /// Sends until nothing is due now.
     pub async fn send_once(&self) -> Result<SendReport, WorkerError> {
-        Ok(self.senders[0].drain().await?)
+        Ok(self.sender.drain().await?)
     }
 
-    /// How many passes each sender has finished (see [`Sender::passes`]): a way to wait for a
+    /// How many passes the sender has finished (see [`Sender::passes`]): a way to wait for a
     /// running worker to have looked at its queue, without sleeping.
-    pub fn passes(&self) -> Vec<watch::Receiver<u64>> {
-        self.senders.iter().map(Sender::passes).collect()
+    pub fn passes(&self) -> watch::Receiver<u64> {
+        self.sender.passes()
     }
 
     /// The worker's clock.
@@ -313,10 +308,9 @@ impl Worker {
             .pollers
             .iter()
             .map(|p| p.run_until(stop_rx.clone(), on_report.clone()));
-        let sends = self.senders.iter().map(|s| s.run_until(stop_rx.clone()));
         let work = futures_util::future::join(
             futures_util::future::join_all(polls),
-            futures_util::future::join_all(sends),
+            self.sender.run_until(stop_rx.clone()),
         );
         let stop = async move {
             shutdown.await;

@@ -7,6 +7,11 @@
 
 pub mod receiver;
 
+/// The allocator the `rowfire` binary runs with (src/main.rs), so each benchmark measures the
+/// library as the binary runs it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;

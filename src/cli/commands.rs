@@ -149,7 +149,7 @@ pub(crate) enum Command {
         /// With --once: make every trigger due now first, whatever its next-due time.
         #[arg(long, requires = "once")]
         due_now: bool,
-        /// Pollers and senders in this process (1 to 64).
+        /// Pollers in this process, and requests in flight in units of 64 (1 to 64).
         #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
         concurrency: usize,
         /// Do not LISTEN for work (for connection poolers): idle senders look every second.

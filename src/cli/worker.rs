@@ -77,8 +77,9 @@ pub(crate) async fn worker(config: &Config, opts: WorkerOptions) -> Result<ExitC
     };
     let concurrency = opts.concurrency;
     eprintln!(
-        "worker running on {} with {concurrency} poller(s) and {concurrency} sender(s){}; ctrl-c to stop",
+        "worker running on {} with {concurrency} poller(s) and up to {} requests in flight{}; ctrl-c to stop",
         store.shown(),
+        rowfire::send::sender::Config::with_concurrency(concurrency).in_flight,
         if opts.poll_only { ", poll-only" } else { "" }
     );
     match worker.run_until(shutdown, |r| print!("{r}")).await {

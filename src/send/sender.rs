@@ -27,8 +27,10 @@ mod recheck;
 /// How many times a failing settle is tried (while the leases last).
 const SETTLE_TRIES: u32 = 10;
 
-/// At most this many finished sends are settled in one transaction.
+/// At most this many finished sends are settled in one transaction (or the requests in flight,
+/// if more, up to [`MAX_SETTLE_GROUP`]).
 const SETTLE_GROUP: usize = 64;
+const MAX_SETTLE_GROUP: usize = 512;
 
 /// How a sender works.
 #[derive(Debug, Clone)]
@@ -50,12 +52,36 @@ impl Default for Config {
         Config {
             batch: queue::DEFAULT_BATCH,
             lease: queue::DEFAULT_LEASE,
-            in_flight: 64,
+            in_flight: IN_FLIGHT,
             idle: Duration::from_secs(1),
             refresh: Duration::from_secs(5),
         }
     }
 }
+
+impl Config {
+    /// A process's sender at `concurrency` (`rowfire worker --concurrency N`): the default's
+    /// requests in flight and claim size, each `concurrency` times over, in one sender. One
+    /// sender with N times the requests in flight sends what N senders would, with one claim
+    /// and one settle running at a time instead of N of each, so raising N never costs more
+    /// per delivery (BENCHMARKS.md, deliver_queue, twentieth session).
+    pub fn with_concurrency(concurrency: usize) -> Config {
+        let n = concurrency.clamp(1, 64);
+        let default = Config::default();
+        Config {
+            batch: default.batch * n as i64,
+            in_flight: default.in_flight * n,
+            ..default
+        }
+    }
+}
+
+/// Requests in flight per unit of concurrency.
+const IN_FLIGHT: usize = 64;
+
+/// At most this many batches are claimed in one pass (each claimed while the last requests of
+/// the one before are in flight), so a busy sender still ends passes and looks at its stop.
+const BATCHES_PER_PASS: usize = 16;
 
 /// What a workspace's deliveries need at send time, read at most every `refresh`.
 struct Snapshot {
@@ -80,6 +106,9 @@ pub struct Sender {
     sources: crate::source::Connections,
     /// Triggers' queries prepared for the recheck, by workspace and trigger.
     prepared: Mutex<HashMap<(WorkspaceId, String), recheck::Prepared>>,
+    /// Integrations this sender saw answer 429 or 410, by workspace and name: until when their
+    /// deliveries it has already claimed wait (the claim leaves the rest alone), and the status.
+    held: std::sync::Mutex<HashMap<(WorkspaceId, String), (jiff::Timestamp, u16)>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -104,6 +133,7 @@ impl Sender {
             recheck: None,
             sources: Default::default(),
             prepared: Mutex::default(),
+            held: std::sync::Mutex::default(),
             metrics: None,
         }
     }
@@ -128,47 +158,46 @@ impl Sender {
         self.passes.subscribe()
     }
 
-    /// Claims one batch and sends it; returns what happened (`claimed == 0`: nothing was due).
+    /// A pass: claims a batch of due deliveries and sends it, and, while the batch's last
+    /// requests are in flight, claims the next (while each claim comes back full, at most 16
+    /// batches a pass), so requests keep flowing between claims. A batch no larger than the
+    /// requests in flight is sent whole before the next is claimed, so each claim sees the
+    /// outcome of the one before. Returns what happened (`claimed == 0`: nothing was due).
     pub async fn step(&self) -> Result<SendReport, StoreError> {
-        let now = self.clock.now();
-        // Each claim starts in a lane of its own choosing, so concurrent senders seldom read
-        // past each other's leases (queue::claim_spread).
-        let claimed = queue::claim_spread(
-            &self.store,
-            now,
-            self.config.batch,
-            self.config.lease,
-            fastrand::u8(..),
-        )
-        .await?;
-        let mut report = SendReport {
-            claimed: claimed.len() as u64,
-            ..SendReport::default()
-        };
-        if claimed.is_empty() {
+        let first = self.claim().await?;
+        let mut report = SendReport::default();
+        if first.is_empty() {
             return Ok(report);
         }
-        // Time-anchored sends are rechecked together, just before the batch goes.
-        let mut rechecked = self.recheck_all(&claimed).await;
+        let feed = Feed {
+            batch: Vec::new().into_iter(),
+            rechecked: HashMap::new(),
+            next: None,
+            batches: 1,
+            more: true,
+        };
+        // Boxed: the compiler cannot otherwise prove the pass's future `Send` for a spawned task.
+        let feed =
+            futures_util::stream::unfold((feed, Some(first)), |state| self.feed(state)).boxed();
         // Settle what has finished as it finishes (in small groups, one transaction each), so a
         // crash re-sends as little as possible: only what was sent and not yet recorded. Sending
         // and settling are polled together, so neither waits on a transaction the other holds.
         let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
-        let sending = futures_util::stream::iter(claimed)
-            .map(|c| {
-                let recheck = rechecked.remove(&c.id);
-                self.process(c, recheck)
-            })
+        let sending = feed
+            .map(|(c, recheck)| self.process(c, recheck))
             .buffer_unordered(self.config.in_flight.max(1))
             .for_each(move |settled| {
                 let _ = done.send(settled);
                 std::future::ready(())
             });
+        let group_at_most = self.config.in_flight.clamp(SETTLE_GROUP, MAX_SETTLE_GROUP);
         let settling = async {
             let mut group = Vec::with_capacity(SETTLE_GROUP);
-            while finished.recv_many(&mut group, SETTLE_GROUP).await > 0 {
+            while finished.recv_many(&mut group, group_at_most).await > 0 {
                 let took = self.settle_with_retries(&group).await;
                 for (item, took) in group.drain(..).zip(took) {
+                    // Every delivery claimed is settled once, whatever became of it.
+                    report.claimed += 1;
                     if let Some(m) = &self.metrics {
                         record(m, &item, took);
                     }
@@ -187,6 +216,54 @@ impl Sender {
         };
         tokio::join!(sending, settling);
         Ok(report)
+    }
+
+    /// The pass's next delivery to send (with its recheck's verdict, if any): from the batch
+    /// being sent, claiming the next batch once what is left of this one fits in flight, or
+    /// `None` when the last claim came back short or failed, or the pass has claimed enough.
+    /// `arrived`: a batch just claimed, to send next.
+    async fn feed(
+        &self,
+        (mut feed, mut arrived): (Feed, Option<Vec<Claimed>>),
+    ) -> Option<((Claimed, Option<Settlement>), (Feed, Option<Vec<Claimed>>))> {
+        loop {
+            if let Some(batch) = arrived.take() {
+                feed.more = batch.len() as i64 >= self.config.batch;
+                // Time-anchored sends are rechecked together, just before their batch goes.
+                feed.rechecked = self.recheck_all(&batch).await;
+                feed.batch = batch.into_iter();
+            }
+            if feed.next.is_none()
+                && feed.more
+                && feed.batches < BATCHES_PER_PASS
+                && feed.batch.len() <= self.config.in_flight
+                && self.config.batch > self.config.in_flight as i64
+            {
+                feed.next = Some(Claiming(tokio::spawn(self.claim())));
+                feed.batches += 1;
+            }
+            if let Some(c) = feed.batch.next() {
+                let recheck = feed.rechecked.remove(&c.id);
+                return Some(((c, recheck), (feed, None)));
+            }
+            match feed.next.take()?.finish().await {
+                Ok(batch) if !batch.is_empty() => arrived = Some(batch),
+                Ok(_) => return None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming more due deliveries failed; the next pass tries again");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Claims a batch, starting in a lane of the sender's own choosing, so concurrent senders
+    /// seldom read past each other's leases (queue::claim_spread). The future borrows nothing,
+    /// so the next batch's claim can run beside the sends.
+    fn claim(&self) -> impl Future<Output = Result<Vec<Claimed>, StoreError>> + Send + 'static {
+        let store = self.store.clone();
+        let (now, batch, lease) = (self.clock.now(), self.config.batch, self.config.lease);
+        async move { queue::claim_spread(&store, now, batch, lease, fastrand::u8(..)).await }
     }
 
     /// Settles a group of finished sends, retrying a failing control plane while the group's
@@ -413,4 +490,35 @@ fn record(m: &crate::metrics::Metrics, item: &Settled, took: bool) {
         Settlement::Unsent { status, .. } => (status.as_str(), None),
     };
     m.delivery(&item.claimed.integration, outcome, late);
+}
+
+/// What a pass sends from: the batch being sent, its recheck verdicts, and the next batch's
+/// claim once it has begun.
+struct Feed {
+    batch: std::vec::IntoIter<Claimed>,
+    rechecked: HashMap<i64, Settlement>,
+    next: Option<Claiming>,
+    /// Batches claimed in this pass (begun included).
+    batches: usize,
+    /// The last claim came back full: more may be due.
+    more: bool,
+}
+
+/// A claim running beside the sends. Dropped unfinished (the pass ended), it is stopped; what
+/// it claimed, if it committed, is claimed again when its lease lapses.
+struct Claiming(tokio::task::JoinHandle<Result<Vec<Claimed>, StoreError>>);
+
+impl Claiming {
+    async fn finish(mut self) -> Result<Vec<Claimed>, String> {
+        match (&mut self.0).await {
+            Ok(claimed) => claimed.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Drop for Claiming {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

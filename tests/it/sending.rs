@@ -53,6 +53,8 @@ pub struct Options {
     pub binding: &'static str,
     /// Deliveries per claim (1 makes each claim see the previous send's outcome).
     pub batch: i64,
+    /// Requests in flight at once.
+    pub in_flight: usize,
 }
 
 impl Default for Options {
@@ -63,6 +65,7 @@ impl Default for Options {
             allow: "127.0.0.1",
             binding: "",
             batch: queue::DEFAULT_BATCH,
+            in_flight: sender::Config::default().in_flight,
         }
     }
 }
@@ -167,6 +170,7 @@ impl Setup {
         let config = sender::Config {
             refresh: Duration::ZERO,
             batch: opts.batch,
+            in_flight: opts.in_flight,
             ..sender::Config::default()
         };
         let sender = Sender::new(
@@ -215,6 +219,52 @@ impl Setup {
         self.clock.set(now() + after);
         self.sender.drain().await.unwrap()
     }
+}
+
+#[tokio::test]
+async fn a_pass_claims_batch_after_batch_while_the_requests_go_until_a_claim_comes_back_short() {
+    let opts = Options {
+        batch: 2,
+        in_flight: 1,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(37, opts).await;
+    let first = s.sender.step().await.unwrap();
+    assert_eq!(
+        (first.claimed, first.sent),
+        (32, 32),
+        "one pass claims 16 full batches of 2, each while the last request of the one before is in flight"
+    );
+    let second = s.sender.step().await.unwrap();
+    assert_eq!(
+        (second.claimed, second.sent),
+        (5, 5),
+        "the next pass ends at the short claim (1 of 2)"
+    );
+    assert_eq!(s.sender.step().await.unwrap().claimed, 0);
+    assert_eq!(s.receiver.count(), 37);
+    assert!(
+        s.deliveries()
+            .await
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Sent && d.attempts == 1)
+    );
+}
+
+#[tokio::test]
+async fn a_pass_claims_no_further_batch_while_a_whole_batch_fits_in_flight() {
+    let opts = Options {
+        batch: 2,
+        in_flight: 2,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(5, opts).await;
+    let report = s.sender.step().await.unwrap();
+    assert_eq!(
+        (report.claimed, report.sent),
+        (2, 2),
+        "each claim sees the outcome of the batch before it"
+    );
 }
 
 #[tokio::test]
@@ -310,6 +360,40 @@ async fn a_429_with_retry_after_2_is_not_retried_sooner_and_slows_the_whole_inte
         2,
         "the retry carries the first attempt's webhook-id"
     );
+}
+
+#[tokio::test]
+async fn a_429_holds_back_the_deliveries_the_sender_already_claimed_for_that_integration() {
+    let opts = Options {
+        batch: 3,
+        in_flight: 1,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(3, opts).await;
+    s.receiver
+        .script([Reply::status(429).header("retry-after", "2")]);
+    let report = s.at(SignedDuration::ZERO).await;
+    assert_eq!(
+        (s.receiver.count(), report.claimed),
+        (1, 3),
+        "all three were claimed together, and after the 429 the two still to go waited"
+    );
+    let waiting: Vec<_> = s
+        .deliveries()
+        .await
+        .into_iter()
+        .filter(|d| d.attempts == 0)
+        .collect();
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    assert!(
+        waiting.iter().all(|d| d.status == DeliveryStatus::Pending
+            && d.reason
+                .as_deref()
+                .is_some_and(|r| r.contains("answered 429"))),
+        "{waiting:?}"
+    );
+    s.at(SignedDuration::from_millis(2_100)).await;
+    assert_eq!(s.receiver.count(), 3, "after Retry-After the two go");
 }
 
 #[tokio::test]

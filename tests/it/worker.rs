@@ -70,7 +70,7 @@ async fn a_worker_polls_and_sends_until_idle_and_stops_when_its_shutdown_resolve
 
     // Idle: every row's delivery has arrived and none is left pending. Checked after each pass
     // of the first sender, which looks at the queue at least once a second while idle.
-    let mut passes = worker.passes().remove(0);
+    let mut passes = worker.passes();
     let idle = async {
         loop {
             passes.changed().await.unwrap();

@@ -70,6 +70,17 @@ impl Sender {
         if integration.base_url == crate::outbox::INBOX_URL {
             return (Settlement::Sent, None);
         }
+        // An integration that answered 429 or 410 to this sender since the claim: its other
+        // claimed deliveries wait, as the claim would have left them.
+        if let Some((until, status)) = self.held_until(claimed)
+            && until > now
+        {
+            let reason = format!(
+                "paused: {} answered {status} to another delivery; waits until {until}",
+                claimed.integration
+            );
+            return (Settlement::Release { at: until, reason }, None);
+        }
         let empty = BTreeMap::new();
         let credentials = match snapshot.credentials.get(&claimed.integration) {
             None => &empty,
@@ -170,16 +181,18 @@ impl Sender {
                     ended,
                     crate::send::outcome::integration_pause(&result, ended),
                 );
-                if matches!(result, AttemptResult::Response { status: 429, .. })
-                    && let Err(e) = Box::pin(integrations::pause(
+                if matches!(result, AttemptResult::Response { status: 429, .. }) {
+                    self.hold(claimed, pause_until, 429);
+                    if let Err(e) = Box::pin(integrations::pause(
                         &self.store,
                         &claimed.workspace,
                         &claimed.integration,
                         pause_until,
                     ))
                     .await
-                {
-                    tracing::warn!(error = %e, "could not slow the integration after a 429");
+                    {
+                        tracing::warn!(error = %e, "could not slow the integration after a 429");
+                    }
                 }
                 Settlement::Retry { at, reason }
             }
@@ -192,6 +205,7 @@ impl Sender {
                 reason,
             },
             Verdict::DisableIntegration { reason } => {
+                self.hold(claimed, later(ended, SignedDuration::from_mins(1)), 410);
                 if let Err(e) = Box::pin(integrations::disable(
                     &self.store,
                     &claimed.workspace,
@@ -215,5 +229,31 @@ impl Sender {
             }
         };
         (outcome, Some(attempt))
+    }
+
+    /// Until when `claimed`'s integration is held back in this sender, and the status that
+    /// held it, if it is.
+    fn held_until(&self, claimed: &Claimed) -> Option<(jiff::Timestamp, u16)> {
+        let held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.get(&(claimed.workspace.clone(), claimed.integration.clone()))
+            .copied()
+    }
+
+    /// Holds back `claimed`'s integration in this sender until `until`, for `status` (a later
+    /// hold wins).
+    fn hold(&self, claimed: &Claimed, until: jiff::Timestamp, status: u16) {
+        let mut held = self
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = held
+            .entry((claimed.workspace.clone(), claimed.integration.clone()))
+            .or_insert((until, status));
+        if until > at.0 {
+            *at = (until, status);
+        }
     }
 }
