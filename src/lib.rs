@@ -74,5 +74,5 @@ pub mod token;
 pub mod ui;
 /// Checking definitions against live sources.
 pub mod validation;
-/// The worker: pollers and senders assembled from configuration, run until shutdown.
+/// The worker: pollers and a sender assembled from configuration, run until shutdown.
 pub mod worker;

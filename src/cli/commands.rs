@@ -152,7 +152,7 @@ pub(crate) enum Command {
         /// Pollers in this process, and requests in flight in units of 64 (1 to 64).
         #[arg(long, default_value_t = 1, value_parser = parse_concurrency)]
         concurrency: usize,
-        /// Do not LISTEN for work (for connection poolers): idle senders look every second.
+        /// Do not LISTEN for work (for connection poolers): an idle sender looks every second.
         #[arg(long)]
         poll_only: bool,
         /// How long a claimed delivery is held before another worker may take it over (a
@@ -289,7 +289,7 @@ pub(crate) enum Command {
         /// The address to listen on.
         #[arg(long, default_value = rowfire::http::DEFAULT_LISTEN, value_parser = super::serve::parse_listen)]
         listen: std::net::SocketAddr,
-        /// Run the worker (pollers and senders) in the same process.
+        /// Run the worker (pollers and a sender) in the same process.
         #[arg(long)]
         with_worker: bool,
     },
@@ -479,7 +479,7 @@ pub(crate) fn parse_days(s: &str) -> Result<u32, String> {
     bounded(s, "days", 1, u64::from(MAX_DAYS)).map(|n| n as u32)
 }
 
-/// `--concurrency`: 1 to 64 pollers and senders.
+/// `--concurrency`: 1 to 64 pollers, and 64 requests in flight for each.
 pub(crate) fn parse_concurrency(s: &str) -> Result<usize, String> {
     bounded(s, "workers", 1, 64).map(|n| n as usize)
 }

@@ -106,9 +106,10 @@ pub struct Sender {
     sources: crate::source::Connections,
     /// Triggers' queries prepared for the recheck, by workspace and trigger.
     prepared: Mutex<HashMap<(WorkspaceId, String), recheck::Prepared>>,
-    /// Integrations this sender saw answer 429 or 410, by workspace and name: until when their
-    /// deliveries it has already claimed wait (the claim leaves the rest alone), and the status.
-    held: std::sync::Mutex<HashMap<(WorkspaceId, String), (jiff::Timestamp, u16)>>,
+    /// Integrations this sender saw answer 429 or 410, by workspace and name: when, until when
+    /// the deliveries it had already claimed then wait (later claims leave a paused or disabled
+    /// integration alone), and the status.
+    held: std::sync::Mutex<HashMap<(WorkspaceId, String), Hold>>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -164,24 +165,36 @@ impl Sender {
     /// requests in flight is sent whole before the next is claimed, so each claim sees the
     /// outcome of the one before. Returns what happened (`claimed == 0`: nothing was due).
     pub async fn step(&self) -> Result<SendReport, StoreError> {
+        self.pass(None).await
+    }
+
+    /// [`Sender::step`], claiming no further batch once `stop` turns true.
+    async fn pass(
+        &self,
+        stop: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Result<SendReport, StoreError> {
         let first = self.claim().await?;
         let mut report = SendReport::default();
         if first.is_empty() {
             return Ok(report);
         }
+        let unsettled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let feed = Feed {
             batch: Vec::new().into_iter(),
             rechecked: HashMap::new(),
             next: None,
             batches: 1,
             more: true,
+            unsettled: unsettled.clone(),
+            stop,
         };
         // Boxed: the compiler cannot otherwise prove the pass's future `Send` for a spawned task.
         let feed =
             futures_util::stream::unfold((feed, Some(first)), |state| self.feed(state)).boxed();
-        // Settle what has finished as it finishes (in small groups, one transaction each), so a
-        // crash re-sends as little as possible: only what was sent and not yet recorded. Sending
-        // and settling are polled together, so neither waits on a transaction the other holds.
+        // Settle what has finished as it finishes (in groups of what has finished meanwhile, at
+        // most as many as are in flight and 512, one transaction each), so a crash re-sends as
+        // little as possible: only what was sent and not yet recorded. Sending and settling are
+        // polled together, so neither waits on a transaction the other holds.
         let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
         let sending = feed
             .map(|(c, recheck)| self.process(c, recheck))
@@ -190,11 +203,12 @@ impl Sender {
                 let _ = done.send(settled);
                 std::future::ready(())
             });
-        let group_at_most = self.config.in_flight.clamp(SETTLE_GROUP, MAX_SETTLE_GROUP);
+        let group_at_most = settle_group(self.config.in_flight);
         let settling = async {
             let mut group = Vec::with_capacity(SETTLE_GROUP);
             while finished.recv_many(&mut group, group_at_most).await > 0 {
                 let took = self.settle_with_retries(&group).await;
+                unsettled.fetch_sub(group.len(), std::sync::atomic::Ordering::Relaxed);
                 for (item, took) in group.drain(..).zip(took) {
                     // Every delivery claimed is settled once, whatever became of it.
                     report.claimed += 1;
@@ -219,7 +233,7 @@ impl Sender {
     }
 
     /// The pass's next delivery to send (with its recheck's verdict, if any): from the batch
-    /// being sent, claiming the next batch once what is left of this one fits in flight, or
+    /// being sent, claiming the next batch while the last of this one are still to start, or
     /// `None` when the last claim came back short or failed, or the pass has claimed enough.
     /// `arrived`: a batch just claimed, to send next.
     async fn feed(
@@ -233,16 +247,26 @@ impl Sender {
                 feed.rechecked = self.recheck_all(&batch).await;
                 feed.batch = batch.into_iter();
             }
+            // The next batch is claimed while half the requests in flight are still to start,
+            // unless the batch fits in flight whole, settling has fallen a group behind (sent
+            // and not recorded, those would be claimed again when their leases lapse), or the
+            // sender is stopping.
+            let in_flight = self.config.in_flight;
             if feed.next.is_none()
                 && feed.more
                 && feed.batches < BATCHES_PER_PASS
-                && feed.batch.len() <= self.config.in_flight
-                && self.config.batch > self.config.in_flight as i64
+                && self.config.batch > in_flight as i64
+                && feed.batch.len() <= in_flight / 2
+                && feed.unsettled.load(std::sync::atomic::Ordering::Relaxed)
+                    <= in_flight + settle_group(in_flight)
+                && !feed.stop.as_ref().is_some_and(|s| *s.borrow())
             {
                 feed.next = Some(Claiming(tokio::spawn(self.claim())));
                 feed.batches += 1;
             }
             if let Some(c) = feed.batch.next() {
+                feed.unsettled
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let recheck = feed.rechecked.remove(&c.id);
                 return Some(((c, recheck), (feed, None)));
             }
@@ -353,7 +377,7 @@ impl Sender {
             let woken = self.store.work_signal().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let busy = match self.step().await {
+            let busy = match self.pass(Some(stop.clone())).await {
                 Ok(r) => r.claimed > 0,
                 Err(e) => {
                     tracing::error!(error = %e, "delivery pass failed; retrying shortly");
@@ -492,6 +516,22 @@ fn record(m: &crate::metrics::Metrics, item: &Settled, took: bool) {
     m.delivery(&item.claimed.integration, outcome, late);
 }
 
+/// An integration held back in one sender (see `Sender::held`).
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    /// When the answer came.
+    at: jiff::Timestamp,
+    /// Until when the deliveries claimed before `at` wait.
+    until: jiff::Timestamp,
+    /// The answer's status.
+    status: u16,
+}
+
+/// The most finished sends settled in one transaction, with `in_flight` requests in flight.
+fn settle_group(in_flight: usize) -> usize {
+    in_flight.clamp(SETTLE_GROUP, MAX_SETTLE_GROUP)
+}
+
 /// What a pass sends from: the batch being sent, its recheck verdicts, and the next batch's
 /// claim once it has begun.
 struct Feed {
@@ -502,6 +542,10 @@ struct Feed {
     batches: usize,
     /// The last claim came back full: more may be due.
     more: bool,
+    /// Deliveries handed to the sends and not yet settled.
+    unsettled: Arc<std::sync::atomic::AtomicUsize>,
+    /// Turns true when the sender is to stop: no further batch is claimed.
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// A claim running beside the sends. Dropped unfinished (the pass ended), it is stopped; what

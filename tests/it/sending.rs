@@ -450,6 +450,27 @@ async fn a_410_disables_the_integration_and_its_other_deliveries_wait_until_enab
 }
 
 #[tokio::test]
+async fn an_integration_enabled_again_after_a_410_sends_at_once_what_is_claimed_afterwards() {
+    let opts = Options {
+        batch: 1,
+        ..Options::default()
+    };
+    let s = Setup::sqlite(2, opts).await;
+    s.receiver.script([Reply::status(410)]);
+    s.at(SignedDuration::ZERO).await;
+    assert_eq!(s.receiver.count(), 1);
+    assert!(
+        rowfire::integrations::enable(&s.store, WS, "hooks")
+            .await
+            .unwrap()
+    );
+    // Ten seconds on: the sender's own hold after the 410 (a minute) covers only what it had
+    // claimed before the answer, not what it claims now.
+    s.at(SignedDuration::from_secs(10)).await;
+    assert_eq!(s.receiver.count(), 2, "{:?}", s.deliveries().await);
+}
+
+#[tokio::test]
 async fn a_timeout_is_retried_with_the_same_idempotency_key() {
     let s = Setup::sqlite(1, Options::default()).await;
     s.receiver

@@ -70,11 +70,9 @@ impl Sender {
         if integration.base_url == crate::outbox::INBOX_URL {
             return (Settlement::Sent, None);
         }
-        // An integration that answered 429 or 410 to this sender since the claim: its other
-        // claimed deliveries wait, as the claim would have left them.
-        if let Some((until, status)) = self.held_until(claimed)
-            && until > now
-        {
+        // An integration that answered 429 or 410 to this sender since this delivery was
+        // claimed: it waits, as a claim made after the answer would have left it.
+        if let Some((until, status)) = self.held(claimed, now) {
             let reason = format!(
                 "paused: {} answered {status} to another delivery; waits until {until}",
                 claimed.integration
@@ -231,29 +229,42 @@ impl Sender {
         (outcome, Some(attempt))
     }
 
-    /// Until when `claimed`'s integration is held back in this sender, and the status that
-    /// held it, if it is.
-    fn held_until(&self, claimed: &Claimed) -> Option<(jiff::Timestamp, u16)> {
+    /// Until when `claimed` waits, and the status that holds it back: when its integration
+    /// answered 429 or 410 to this sender after `claimed` was claimed, and the hold lasts
+    /// beyond `now`.
+    fn held(&self, claimed: &Claimed, now: jiff::Timestamp) -> Option<(jiff::Timestamp, u16)> {
+        let claimed_at = claimed
+            .lease_expires_at
+            .checked_sub(self.config.lease)
+            .ok()?;
         let held = self
             .held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         held.get(&(claimed.workspace.clone(), claimed.integration.clone()))
-            .copied()
+            .filter(|h| h.at >= claimed_at && h.until > now)
+            .map(|h| (h.until, h.status))
     }
 
-    /// Holds back `claimed`'s integration in this sender until `until`, for `status` (a later
-    /// hold wins).
+    /// Holds back, in this sender, the deliveries of `claimed`'s integration claimed before now
+    /// until `until`, for `status`; holds that have ended are dropped.
     fn hold(&self, claimed: &Claimed, until: jiff::Timestamp, status: u16) {
+        let at = self.clock.now();
         let mut held = self
             .held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let at = held
-            .entry((claimed.workspace.clone(), claimed.integration.clone()))
-            .or_insert((until, status));
-        if until > at.0 {
-            *at = (until, status);
-        }
+        held.retain(|_, h| h.until > at);
+        let key = (claimed.workspace.clone(), claimed.integration.clone());
+        let hold = held.entry(key).or_insert(super::Hold { at, until, status });
+        *hold = super::Hold {
+            at,
+            until: hold.until.max(until),
+            status: if until >= hold.until {
+                status
+            } else {
+                hold.status
+            },
+        };
     }
 }
