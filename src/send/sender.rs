@@ -233,7 +233,7 @@ impl Sender {
     }
 
     /// The pass's next delivery to send (with its recheck's verdict, if any): from the batch
-    /// being sent, claiming the next batch while the last of this one are still to start, or
+    /// being sent, claiming the next batch once what is left of this one fits in flight, or
     /// `None` when the last claim came back short or failed, or the pass has claimed enough.
     /// `arrived`: a batch just claimed, to send next.
     async fn feed(
@@ -247,18 +247,19 @@ impl Sender {
                 feed.rechecked = self.recheck_all(&batch).await;
                 feed.batch = batch.into_iter();
             }
-            // The next batch is claimed while half the requests in flight are still to start,
-            // unless the batch fits in flight whole, settling has fallen a group behind (sent
-            // and not recorded, those would be claimed again when their leases lapse), or the
-            // sender is stopping.
+            // The next batch is claimed once what is left of this one fits in flight, unless
+            // the batch fits in flight whole, settling has fallen more than a batch and a settle
+            // group behind (sent and not recorded, those would be claimed again when their
+            // leases lapse), or the sender is stopping.
             let in_flight = self.config.in_flight;
+            let batch = usize::try_from(self.config.batch).unwrap_or(0);
             if feed.next.is_none()
                 && feed.more
                 && feed.batches < BATCHES_PER_PASS
-                && self.config.batch > in_flight as i64
-                && feed.batch.len() <= in_flight / 2
+                && batch > in_flight
+                && feed.batch.len() <= in_flight
                 && feed.unsettled.load(std::sync::atomic::Ordering::Relaxed)
-                    <= in_flight + settle_group(in_flight)
+                    <= in_flight + batch + settle_group(in_flight)
                 && !feed.stop.as_ref().is_some_and(|s| *s.borrow())
             {
                 feed.next = Some(Claiming(tokio::spawn(self.claim())));
